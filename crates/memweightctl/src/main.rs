@@ -1,0 +1,2 @@
+//! memweightctl.
+fn main() {}

@@ -1,0 +1,2 @@
+//! memweightd.
+fn main() {}

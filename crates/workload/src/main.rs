@@ -1,0 +1,2 @@
+//! workload.
+fn main() {}
