@@ -1,2 +1,124 @@
-//! xtask.
-fn main() {}
+//! `cargo xtask`: project tasks. Today that is the real-kernel lab:
+//!
+//! * `cargo xtask lab run SCENARIO.toml --out DIR [--kernel 6.1|6.12]` — boot a Debian kernel in
+//!   QEMU (TCG) with a busybox initramfs, run the scenario through the guest `lab-agent`, stream
+//!   a progress line per second, and write `timeseries.csv`, `summary.json`, `plot.svg`,
+//!   `console.log`, `daemon.log` and `commands/` into `DIR`.
+//! * `cargo xtask lab test` — the CI entry: every `tests/lab/scenarios/ci-*.toml` on both
+//!   kernels, with the scenario's `[[check]]` assertions; non-zero exit on any failure.
+//! * `cargo xtask lab fetch` — install the host packages and download the kernels only.
+//! * `cargo xtask lab compare [SCENARIO…]` — several scenarios × kernels, one markdown table
+//!   (default: the three seed 002 ways on both kernels).
+//!
+//! The flow is `deps` (host packages) → `kernel` (apt-get download + dpkg -x, module list) →
+//! `guest` (static build of the guest binaries) → `initramfs` → `vm` (boot, console) →
+//! `results` (decode framed records) → `summary`, `plot`, `checks`. See `docs/lab.md`.
+
+mod checks;
+mod deps;
+mod guest;
+mod initramfs;
+mod kernel;
+mod plot;
+mod results;
+mod run;
+mod summary;
+mod vm;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use lab_agent::scenario::Kernel;
+
+/// Project tasks.
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "memweight project tasks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Top,
+}
+
+#[derive(Subcommand)]
+enum Top {
+    /// The real-kernel QEMU lab.
+    Lab {
+        #[command(subcommand)]
+        command: LabCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum LabCommand {
+    /// Run one scenario in the VM and write its results.
+    Run {
+        /// Scenario file (see docs/lab.md).
+        scenario: PathBuf,
+        /// Output directory (created; existing files are overwritten).
+        #[arg(long)]
+        out: PathBuf,
+        /// Kernel to boot instead of the scenario's `kernel`.
+        #[arg(long, value_parser = parse_kernel)]
+        kernel: Option<Kernel>,
+        /// Use the guest binaries already built instead of rebuilding them.
+        #[arg(long)]
+        no_build: bool,
+    },
+    /// CI: run the ci-*.toml scenarios on both kernels and check their assertions.
+    Test {
+        /// Only scenarios whose file name contains this.
+        #[arg(long)]
+        filter: Option<String>,
+        /// Only this kernel.
+        #[arg(long, value_parser = parse_kernel)]
+        kernel: Option<Kernel>,
+    },
+    /// Install the host packages and download both kernels; nothing else.
+    Fetch,
+    /// Run several scenarios on several kernels and print a markdown results table
+    /// (default: the three seed 002 ways on both kernels, for docs/lab.md).
+    Compare {
+        /// Scenario files (default: tests/lab/scenarios/seed002{-default,-static-low,}.toml).
+        scenarios: Vec<PathBuf>,
+        /// Output root; each run goes to `DIR/<scenario>-<kernel>`.
+        #[arg(long, default_value = "lab-out")]
+        out: PathBuf,
+        /// Kernels (default: both).
+        #[arg(long, value_parser = parse_kernel)]
+        kernel: Vec<Kernel>,
+    },
+}
+
+fn parse_kernel(s: &str) -> Result<Kernel, String> {
+    s.parse()
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Top::Lab { command } => match command {
+            LabCommand::Run {
+                scenario,
+                out,
+                kernel,
+                no_build,
+            } => run::lab_run(&scenario, &out, kernel, !no_build),
+            LabCommand::Test { filter, kernel } => run::lab_test(filter.as_deref(), kernel),
+            LabCommand::Fetch => run::lab_fetch(),
+            LabCommand::Compare {
+                scenarios,
+                out,
+                kernel,
+            } => run::lab_compare(&scenarios, &out, &kernel),
+        },
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -16,9 +16,44 @@
 //!   small cgroup does not use flows to the others.
 //!
 //! All byte arithmetic is integer (`u64`/`u128`), and the result does not depend on the order
-//! of the input.
+//! of the input. `docs/policy.md` in the repository walks through the model, the algorithm and
+//! the seed table.
+//!
+//! ```
+//! use memweight_policy::{plan, CgroupInput};
+//!
+//! let cg = |name: &str, weight| CgroupInput {
+//!     name: name.into(),
+//!     usage: 2000,
+//!     weight,
+//!     floor: 0,
+//!     max: None,
+//!     demand: None,
+//! };
+//! let p = plan(4500, &[cg("c1", 1), cg("c2", 2), cg("c3", 3)])?;
+//! let targets: Vec<u64> = p.decisions.iter().map(|d| d.target).collect();
+//! assert_eq!(targets, [833, 1667, 2000]);
+//! # Ok::<(), memweight_policy::PolicyError>(())
+//! ```
+
+use std::collections::HashSet;
+use std::fmt;
 
 use serde::Serialize;
+
+pub mod human;
+#[doc(hidden)]
+pub mod reference;
+pub mod waterfill;
+
+pub use waterfill::{Fill, Level, Slot, water_fill, water_fill_level};
+
+/// Smallest allowed weight.
+pub const MIN_WEIGHT: u32 = 1;
+/// Largest allowed weight.
+pub const MAX_WEIGHT: u32 = 10_000;
+/// Weight of a cgroup whose configuration does not name one.
+pub const DEFAULT_WEIGHT: u32 = 100;
 
 /// One managed cgroup as the policy sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +68,27 @@ pub struct CgroupInput {
     pub floor: u64,
     /// Optional ceiling in bytes.
     pub max: Option<u64>,
+    /// What the cgroup would hold if nothing limited it; `None` means its usage.
+    ///
+    /// A cgroup held at its `memory.high` uses no more than the limit, so its usage hides its
+    /// demand; the daemon passes a larger demand for it so that memory freed elsewhere flows
+    /// back to it by weight instead of being mistaken for the end of pressure.
+    pub demand: Option<u64>,
+}
+
+impl CgroupInput {
+    /// The upper bound of the target: `min(demand, max)`, where demand defaults to usage.
+    #[must_use]
+    pub fn hi(&self) -> u64 {
+        let demand = self.demand.unwrap_or(self.usage);
+        self.max.map_or(demand, |m| m.min(demand))
+    }
+
+    /// The lower bound of the target: `min(floor, hi)`.
+    #[must_use]
+    pub fn lo(&self) -> u64 {
+        self.floor.min(self.hi())
+    }
 }
 
 /// Why a cgroup got the target it got.
@@ -94,4 +150,200 @@ pub struct Plan {
     pub overcommitted: bool,
     /// One decision per input, in the input's order.
     pub decisions: Vec<Decision>,
+    /// The water level `λ` the targets were cut at.
+    #[serde(skip)]
+    pub level: Level,
 }
+
+impl Reason {
+    /// A stable machine-readable name (`no_pressure`, `above_share`, ...).
+    #[must_use]
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            Self::NoPressure => "no_pressure",
+            Self::AboveShare { .. } => "above_share",
+            Self::WithinShare => "within_share",
+            Self::AtFloor => "at_floor",
+            Self::CappedByMax => "capped_by_max",
+            Self::Overcommitted => "overcommitted",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoPressure => f.write_str("no pressure"),
+            Self::AboveShare { by } => {
+                write!(f, "above weighted share by {}", human::bytes(*by))
+            }
+            Self::WithinShare => f.write_str("within weighted share"),
+            Self::AtFloor => f.write_str("at floor"),
+            Self::CappedByMax => f.write_str("capped by max"),
+            Self::Overcommitted => f.write_str("floors overcommitted"),
+        }
+    }
+}
+
+/// Why a set of inputs cannot be planned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// A weight outside `1..=10000`.
+    #[error("cgroup {name:?}: weight must be {MIN_WEIGHT}..={MAX_WEIGHT}, got {weight}")]
+    InvalidWeight {
+        /// The cgroup.
+        name: String,
+        /// The weight given.
+        weight: u32,
+    },
+    /// Two inputs with the same name.
+    #[error("cgroup {name:?} is listed twice; names must be unique")]
+    DuplicateName {
+        /// The repeated name.
+        name: String,
+    },
+    /// An input with an empty name.
+    #[error("cgroup #{index} has an empty name; give every cgroup a name")]
+    EmptyName {
+        /// Position in the input (0-based).
+        index: usize,
+    },
+}
+
+/// Validates `cgroups` and computes the plan for pool capacity `capacity` (bytes).
+///
+/// Decisions come back in input order. The result depends only on the set of inputs, not on
+/// their order: ties are broken by name (see [`water_fill`] for the rounding rule).
+///
+/// * `TU = Σ U` and every `EA_i = TU × W_i / TW` are computed in `u128` and rounded down;
+///   `total_usage` and `expected` saturate at `u64::MAX`, `exceed` at the `i64` range.
+/// * Targets: [`water_fill`] of `capacity` over `(W_i, lo_i, hi_i)`.
+/// * Entitlement: [`water_fill`] of `capacity` over `(W_i, 0, hi_i)`: the weighted share with
+///   floors ignored, so it equals the target unless a floor holds some cgroup above its share.
+///
+/// # Errors
+///
+/// [`PolicyError`] when a name is empty or repeated or a weight is outside `1..=10000`.
+pub fn plan(capacity: u64, cgroups: &[CgroupInput]) -> Result<Plan, PolicyError> {
+    validate(cgroups)?;
+    // Canonical order (by name) so rounding tie-breaks do not depend on the input order.
+    let mut order: Vec<usize> = (0..cgroups.len()).collect();
+    order.sort_unstable_by(|&a, &b| cgroups[a].name.cmp(&cgroups[b].name));
+
+    let slots: Vec<Slot> = order
+        .iter()
+        .map(|&i| Slot::new(cgroups[i].weight, cgroups[i].lo(), cgroups[i].hi()))
+        .collect();
+    let fill = water_fill_level(capacity, &slots);
+    let open: Vec<Slot> = slots.iter().map(|s| Slot::new(s.weight, 0, s.hi)).collect();
+    let entitled = water_fill(capacity, &open);
+
+    let mut targets = vec![0; cgroups.len()];
+    let mut entitlements = vec![0; cgroups.len()];
+    for (k, &i) in order.iter().enumerate() {
+        targets[i] = fill.shares[k];
+        entitlements[i] = entitled[k];
+    }
+
+    let total_usage: u128 = cgroups.iter().map(|c| u128::from(c.usage)).sum();
+    let total_weight: u64 = cgroups.iter().map(|c| u64::from(c.weight)).sum();
+    let pressure = fill.level != Level::Unconstrained;
+    let overcommitted = fill.level == Level::Floors;
+
+    let decisions = cgroups
+        .iter()
+        .zip(targets.iter().zip(&entitlements))
+        .map(|(c, (&target, &entitlement))| {
+            let expected = expected_allocation(total_usage, c.weight, total_weight);
+            Decision {
+                name: c.name.clone(),
+                usage: c.usage,
+                weight: c.weight,
+                expected: saturate_u64(expected),
+                exceed: exceed(c.usage, expected),
+                target,
+                reclaim: c.usage.saturating_sub(target),
+                entitlement,
+                reason: reason(c, target, &fill.level),
+            }
+        })
+        .collect();
+    Ok(Plan {
+        capacity,
+        total_usage: saturate_u64(total_usage),
+        total_weight,
+        pressure,
+        overcommitted,
+        decisions,
+        level: fill.level,
+    })
+}
+
+fn validate(cgroups: &[CgroupInput]) -> Result<(), PolicyError> {
+    let mut seen = HashSet::with_capacity(cgroups.len());
+    for (index, c) in cgroups.iter().enumerate() {
+        if c.name.is_empty() {
+            return Err(PolicyError::EmptyName { index });
+        }
+        if !(MIN_WEIGHT..=MAX_WEIGHT).contains(&c.weight) {
+            return Err(PolicyError::InvalidWeight {
+                name: c.name.clone(),
+                weight: c.weight,
+            });
+        }
+        if !seen.insert(c.name.as_str()) {
+            return Err(PolicyError::DuplicateName {
+                name: c.name.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `EA = TU × W / TW`, rounded down; 0 when there are no weights.
+fn expected_allocation(total_usage: u128, weight: u32, total_weight: u64) -> u128 {
+    if total_weight == 0 {
+        return 0;
+    }
+    total_usage * u128::from(weight) / u128::from(total_weight)
+}
+
+/// `EX = U − EA`, saturated to the `i64` range.
+fn exceed(usage: u64, expected: u128) -> i64 {
+    let usage = i128::from(usage);
+    let expected = i128::try_from(expected).unwrap_or(i128::MAX);
+    let ex = usage.saturating_sub(expected);
+    i64::try_from(ex).unwrap_or(if ex < 0 { i64::MIN } else { i64::MAX })
+}
+
+fn saturate_u64(v: u128) -> u64 {
+    u64::try_from(v).unwrap_or(u64::MAX)
+}
+
+fn reason(c: &CgroupInput, target: u64, level: &Level) -> Reason {
+    let capped = c.max.is_some_and(|m| m < c.usage);
+    match level {
+        Level::Floors => Reason::Overcommitted,
+        Level::Unconstrained if capped => Reason::CappedByMax,
+        Level::Unconstrained => Reason::NoPressure,
+        Level::Exact { .. } => {
+            let lo = c.lo();
+            if target == lo && level.share_cmp(c.weight, lo) == Some(std::cmp::Ordering::Less) {
+                Reason::AtFloor
+            } else if capped && target == c.hi() {
+                Reason::CappedByMax
+            } else if target < c.usage {
+                Reason::AboveShare {
+                    by: c.usage - target,
+                }
+            } else {
+                Reason::WithinShare
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;

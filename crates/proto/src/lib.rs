@@ -1,1 +1,12 @@
-//! Placeholder.
+//! Types shared by `memweightd` and `memweightctl`.
+//!
+//! * [`size`]: byte sizes as users write them (`4096`, `"512M"`, `"1.5G"`; binary units).
+//! * [`plan`]: the offline plan file read by `memweightctl plan` and the JSON it prints.
+//! * [`ctl`]: the control-socket protocol (versioned JSON lines), so that the client and the
+//!   daemon can only disagree at compile time.
+
+pub mod ctl;
+pub mod plan;
+pub mod size;
+
+pub use size::Size;

@@ -1,0 +1,634 @@
+//! Pure parsers for the kernel's cgroup v2 and PSI file formats.
+//!
+//! One function per format, `&str` in, typed value out. None of them touches the
+//! filesystem and none of them panics: every malformed input becomes a [`ParseError`]
+//! that quotes the offending text. The readers in [`crate::CgroupFs`] and
+//! [`crate::ProcFs`] add the path.
+//!
+//! | format                 | files                                   | parser          |
+//! |------------------------|-----------------------------------------|-----------------|
+//! | single value           | `memory.current`, `memory.swap.current` | [`single_u64`]  |
+//! | single value or `max`  | `memory.high`, `memory.max`, `.low` ... | [`limit`]       |
+//! | flat keyed             | `memory.stat`, `memory.events`          | [`flat_keyed`], [`MemoryStat::parse`], [`MemoryEvents::parse`] |
+//! | nested keyed (PSI)     | `memory.pressure`, `/proc/pressure/memory` | [`psi`]      |
+
+use std::fmt;
+
+/// Why a kernel file's text could not be parsed.
+///
+/// Messages quote the text they rejected, so a log line is enough to see whether the
+/// kernel changed a format or the file is not what the caller thought it was.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// The file held nothing but whitespace where a value was required.
+    #[error("the file is empty, expected a value")]
+    Empty,
+    /// A token that must be a non-negative decimal integer was something else.
+    #[error("expected a non-negative decimal integer, found {found:?}")]
+    NotANumber {
+        /// The rejected token (truncated to 64 bytes).
+        found: String,
+    },
+    /// A single-value file held more than one token.
+    #[error("expected a single value, found {found:?}")]
+    TrailingData {
+        /// The whole rejected text (truncated to 64 bytes).
+        found: String,
+    },
+    /// A line of a keyed file did not have the expected shape.
+    #[error("line {line} is not `{expected}`: {text:?}")]
+    BadLine {
+        /// 1-based line number.
+        line: usize,
+        /// What the line should look like.
+        expected: &'static str,
+        /// The rejected line (truncated to 64 bytes).
+        text: String,
+    },
+    /// A key the format requires was absent.
+    #[error("required key `{key}` is missing")]
+    MissingKey {
+        /// The missing key.
+        key: &'static str,
+    },
+    /// A key or record that must appear once appeared twice.
+    #[error("`{key}` appears more than once")]
+    Duplicate {
+        /// The repeated key.
+        key: String,
+    },
+}
+
+/// Longest excerpt of rejected input quoted in a [`ParseError`].
+const QUOTE_MAX: usize = 64;
+
+/// Copies at most [`QUOTE_MAX`] bytes of `text`, cut on a character boundary.
+fn quote(text: &str) -> String {
+    if text.len() <= QUOTE_MAX {
+        return text.to_owned();
+    }
+    let mut end = QUOTE_MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
+}
+
+/// A cgroup limit: a byte count or the kernel's `max` (no limit).
+///
+/// `max` is a variant, never `u64::MAX` or `-1`. [`fmt::Display`] writes exactly what
+/// the kernel accepts in `memory.high`, `memory.low`, `memory.min` and `memory.max`:
+/// `max` or the decimal byte count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Limit {
+    /// A limit of this many bytes.
+    Bytes(u64),
+    /// No limit (`max`). Orders above every byte count.
+    Max,
+}
+
+impl Limit {
+    /// The byte count, or `None` for [`Limit::Max`].
+    #[must_use]
+    pub fn bytes(self) -> Option<u64> {
+        match self {
+            Limit::Bytes(b) => Some(b),
+            Limit::Max => None,
+        }
+    }
+
+    /// The byte count, with [`Limit::Max`] read as `max_as`.
+    ///
+    /// Use this at the edge of byte arithmetic, e.g. `high.bytes_or(capacity)`.
+    #[must_use]
+    pub fn bytes_or(self, max_as: u64) -> u64 {
+        self.bytes().unwrap_or(max_as)
+    }
+}
+
+impl From<u64> for Limit {
+    fn from(bytes: u64) -> Self {
+        Limit::Bytes(bytes)
+    }
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Limit::Bytes(b) => write!(f, "{b}"),
+            Limit::Max => f.write_str("max"),
+        }
+    }
+}
+
+/// Parses one decimal token: ASCII digits only (no sign, no spaces), fits in `u64`.
+fn number(token: &str) -> Result<u64, ParseError> {
+    if token.is_empty() || !token.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ParseError::NotANumber {
+            found: quote(token),
+        });
+    }
+    token.parse().map_err(|_| ParseError::NotANumber {
+        found: quote(token),
+    })
+}
+
+/// Returns the one whitespace-separated token of a single-value file.
+fn single_token(text: &str) -> Result<&str, ParseError> {
+    let mut tokens = text.split_ascii_whitespace();
+    let first = tokens.next().ok_or(ParseError::Empty)?;
+    if tokens.next().is_some() {
+        return Err(ParseError::TrailingData {
+            found: quote(text.trim()),
+        });
+    }
+    Ok(first)
+}
+
+/// Parses a single-value file such as `memory.current`: one decimal integer, surrounding
+/// whitespace (the kernel's trailing newline) allowed.
+///
+/// # Errors
+///
+/// [`ParseError::Empty`], [`ParseError::NotANumber`] (including `max`) or
+/// [`ParseError::TrailingData`].
+pub fn single_u64(text: &str) -> Result<u64, ParseError> {
+    number(single_token(text)?)
+}
+
+/// Parses a single-value file that may hold `max`, such as `memory.high`.
+///
+/// # Errors
+///
+/// As [`single_u64`].
+pub fn limit(text: &str) -> Result<Limit, ParseError> {
+    match single_token(text)? {
+        "max" => Ok(Limit::Max),
+        token => number(token).map(Limit::Bytes),
+    }
+}
+
+/// Parses a flat keyed file (`memory.stat`, `memory.events`): one `key value` pair per
+/// line. Blank lines are skipped; keys borrow from `text`, in file order.
+///
+/// # Errors
+///
+/// [`ParseError::BadLine`] for a line that is not exactly two tokens,
+/// [`ParseError::NotANumber`] for a value that is not a `u64`.
+pub fn flat_keyed(text: &str) -> Result<Vec<(&str, u64)>, ParseError> {
+    let mut pairs = Vec::with_capacity(64);
+    for_each_flat_keyed(text, |key, value| pairs.push((key, value)))?;
+    Ok(pairs)
+}
+
+/// Calls `each` for every pair of a flat keyed file without allocating.
+fn for_each_flat_keyed<'a>(
+    text: &'a str,
+    mut each: impl FnMut(&'a str, u64),
+) -> Result<(), ParseError> {
+    for (index, line) in text.lines().enumerate() {
+        let mut tokens = line.split_ascii_whitespace();
+        let (Some(key), value, rest) = (tokens.next(), tokens.next(), tokens.next()) else {
+            continue;
+        };
+        let (Some(value), None) = (value, rest) else {
+            return Err(ParseError::BadLine {
+                line: index + 1,
+                expected: "key value",
+                text: quote(line),
+            });
+        };
+        each(key, number(value)?);
+    }
+    Ok(())
+}
+
+/// The fields of a cgroup's `memory.stat` that memweight uses, in bytes except the
+/// event counters (`pgscan`, `pgsteal`, `workingset_refault_*`, which count pages).
+///
+/// Keys the running kernel does not print read as 0 (e.g. `kernel` before 5.18);
+/// keys not listed here are ignored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryStat {
+    /// Anonymous memory (heap, stacks, anonymous mmap), including swap cache.
+    pub anon: u64,
+    /// Page cache: file-backed memory, including tmpfs and shmem.
+    pub file: u64,
+    /// All kernel memory charged to the cgroup (5.18+).
+    pub kernel: u64,
+    /// Shared memory and tmpfs pages (part of `file`; swap-backed, not dropped like cache).
+    pub shmem: u64,
+    /// Page cache mapped into processes with `mmap`.
+    pub file_mapped: u64,
+    /// Page cache modified but not yet written back.
+    pub file_dirty: u64,
+    /// Page cache being written back now.
+    pub file_writeback: u64,
+    /// Anonymous memory backed by transparent huge pages.
+    pub anon_thp: u64,
+    /// Anonymous memory on the inactive LRU (first to be swapped).
+    pub inactive_anon: u64,
+    /// Anonymous memory on the active LRU.
+    pub active_anon: u64,
+    /// Page cache on the inactive LRU (first to be reclaimed).
+    pub inactive_file: u64,
+    /// Page cache on the active LRU.
+    pub active_file: u64,
+    /// Kernel slab memory that can be reclaimed (dentries, inodes).
+    pub slab_reclaimable: u64,
+    /// Kernel slab memory that cannot be reclaimed.
+    pub slab_unreclaimable: u64,
+    /// Pages scanned by reclaim (a counter, in pages).
+    pub pgscan: u64,
+    /// Pages reclaimed (a counter, in pages).
+    pub pgsteal: u64,
+    /// Refaults of previously evicted anonymous pages (a counter): thrashing.
+    pub workingset_refault_anon: u64,
+    /// Refaults of previously evicted page cache (a counter): thrashing.
+    pub workingset_refault_file: u64,
+}
+
+impl MemoryStat {
+    /// Parses the text of `memory.stat`.
+    ///
+    /// # Errors
+    ///
+    /// As [`flat_keyed`].
+    pub fn parse(text: &str) -> Result<Self, ParseError> {
+        let mut stat = MemoryStat::default();
+        for_each_flat_keyed(text, |key, value| {
+            let field = match key {
+                "anon" => &mut stat.anon,
+                "file" => &mut stat.file,
+                "kernel" => &mut stat.kernel,
+                "shmem" => &mut stat.shmem,
+                "file_mapped" => &mut stat.file_mapped,
+                "file_dirty" => &mut stat.file_dirty,
+                "file_writeback" => &mut stat.file_writeback,
+                "anon_thp" => &mut stat.anon_thp,
+                "inactive_anon" => &mut stat.inactive_anon,
+                "active_anon" => &mut stat.active_anon,
+                "inactive_file" => &mut stat.inactive_file,
+                "active_file" => &mut stat.active_file,
+                "slab_reclaimable" => &mut stat.slab_reclaimable,
+                "slab_unreclaimable" => &mut stat.slab_unreclaimable,
+                "pgscan" => &mut stat.pgscan,
+                "pgsteal" => &mut stat.pgsteal,
+                "workingset_refault_anon" => &mut stat.workingset_refault_anon,
+                "workingset_refault_file" => &mut stat.workingset_refault_file,
+                _ => return,
+            };
+            *field = value;
+        })?;
+        Ok(stat)
+    }
+}
+
+/// A cgroup's `memory.events` counters: how often each boundary was hit since the
+/// cgroup was created (hierarchical: includes descendants).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryEvents {
+    /// Times reclaim went below `memory.low` (the protection was overcommitted).
+    pub low: u64,
+    /// Times usage exceeded `memory.high` and the cgroup was throttled.
+    pub high: u64,
+    /// Times usage hit `memory.max`.
+    pub max: u64,
+    /// Times the cgroup reached its limit and the OOM path was entered.
+    pub oom: u64,
+    /// Processes killed by the OOM killer in this cgroup.
+    pub oom_kill: u64,
+}
+
+impl MemoryEvents {
+    /// Parses the text of `memory.events`; missing keys read as 0, unknown keys are
+    /// ignored.
+    ///
+    /// # Errors
+    ///
+    /// As [`flat_keyed`].
+    pub fn parse(text: &str) -> Result<Self, ParseError> {
+        let mut events = MemoryEvents::default();
+        for_each_flat_keyed(text, |key, value| {
+            let field = match key {
+                "low" => &mut events.low,
+                "high" => &mut events.high,
+                "max" => &mut events.max,
+                "oom" => &mut events.oom,
+                "oom_kill" => &mut events.oom_kill,
+                _ => return,
+            };
+            *field = value;
+        })?;
+        Ok(events)
+    }
+}
+
+/// One line of a PSI file: stall averages in percent and the total stall time.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PsiLine {
+    /// Percentage of the last 10 s in which tasks stalled.
+    pub avg10: f64,
+    /// Percentage of the last 60 s in which tasks stalled.
+    pub avg60: f64,
+    /// Percentage of the last 300 s in which tasks stalled.
+    pub avg300: f64,
+    /// Total stall time in microseconds since boot (or cgroup creation).
+    pub total_us: u64,
+}
+
+/// Memory pressure stall information from `memory.pressure` or `/proc/pressure/memory`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Psi {
+    /// Share of time in which at least one task stalled on memory.
+    pub some: PsiLine,
+    /// Share of time in which all non-idle tasks stalled on memory; `None` when the
+    /// kernel did not print a `full` line.
+    pub full: Option<PsiLine>,
+}
+
+/// Parses one `avgN=` value: a finite, non-negative decimal.
+fn percent(token: &str) -> Result<f64, ParseError> {
+    let bad = || ParseError::NotANumber {
+        found: quote(token),
+    };
+    if token.is_empty() || !token.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return Err(bad());
+    }
+    token.parse::<f64>().map_err(|_| bad())
+}
+
+/// Parses the `key=value` tokens after `some`/`full` on one PSI line.
+fn psi_line<'a>(
+    tokens: impl Iterator<Item = &'a str>,
+    line: usize,
+    text: &str,
+) -> Result<PsiLine, ParseError> {
+    let (mut avg10, mut avg60, mut avg300, mut total) = (None, None, None, None);
+    for token in tokens {
+        let Some((key, value)) = token.split_once('=') else {
+            return Err(ParseError::BadLine {
+                line,
+                expected: "some|full avg10=N avg60=N avg300=N total=N",
+                text: quote(text),
+            });
+        };
+        match key {
+            "avg10" => avg10 = Some(percent(value)?),
+            "avg60" => avg60 = Some(percent(value)?),
+            "avg300" => avg300 = Some(percent(value)?),
+            "total" => total = Some(number(value)?),
+            _ => {} // a future kernel's extra key
+        }
+    }
+    Ok(PsiLine {
+        avg10: avg10.ok_or(ParseError::MissingKey { key: "avg10" })?,
+        avg60: avg60.ok_or(ParseError::MissingKey { key: "avg60" })?,
+        avg300: avg300.ok_or(ParseError::MissingKey { key: "avg300" })?,
+        total_us: total.ok_or(ParseError::MissingKey { key: "total" })?,
+    })
+}
+
+/// Parses a PSI file (nested keyed format):
+///
+/// ```text
+/// some avg10=0.00 avg60=0.00 avg300=0.00 total=0
+/// full avg10=0.00 avg60=0.00 avg300=0.00 total=0
+/// ```
+///
+/// `some` is required, `full` optional; each appears at most once; unknown `key=value`
+/// pairs are ignored, unknown line kinds are an error.
+///
+/// # Errors
+///
+/// [`ParseError::BadLine`], [`ParseError::MissingKey`], [`ParseError::NotANumber`] or
+/// [`ParseError::Duplicate`].
+pub fn psi(text: &str) -> Result<Psi, ParseError> {
+    let (mut some, mut full) = (None, None);
+    for (index, line) in text.lines().enumerate() {
+        let mut tokens = line.split_ascii_whitespace();
+        let Some(kind) = tokens.next() else {
+            continue;
+        };
+        let slot = match kind {
+            "some" => &mut some,
+            "full" => &mut full,
+            _ => {
+                return Err(ParseError::BadLine {
+                    line: index + 1,
+                    expected: "some|full avg10=N avg60=N avg300=N total=N",
+                    text: quote(line),
+                });
+            }
+        };
+        if slot.is_some() {
+            return Err(ParseError::Duplicate {
+                key: kind.to_owned(),
+            });
+        }
+        *slot = Some(psi_line(tokens, index + 1, line)?);
+    }
+    Ok(Psi {
+        some: some.ok_or(ParseError::MissingKey { key: "some" })?,
+        full,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn single_u64_reads_value_with_newline() {
+        assert_eq!(single_u64("1048576\n"), Ok(1_048_576));
+        assert_eq!(single_u64("  0 "), Ok(0));
+        assert_eq!(single_u64("18446744073709551615"), Ok(u64::MAX));
+    }
+
+    #[test]
+    fn single_u64_rejects_malformed() {
+        assert_eq!(single_u64(""), Err(ParseError::Empty));
+        assert_eq!(single_u64("\n"), Err(ParseError::Empty));
+        assert!(matches!(
+            single_u64("max"),
+            Err(ParseError::NotANumber { .. })
+        ));
+        assert!(matches!(
+            single_u64("-1"),
+            Err(ParseError::NotANumber { .. })
+        ));
+        assert!(matches!(
+            single_u64("+1"),
+            Err(ParseError::NotANumber { .. })
+        ));
+        assert!(matches!(
+            single_u64("12k"),
+            Err(ParseError::NotANumber { .. })
+        ));
+        assert!(matches!(
+            single_u64("18446744073709551616"),
+            Err(ParseError::NotANumber { .. })
+        ));
+        assert!(matches!(
+            single_u64("1 2"),
+            Err(ParseError::TrailingData { .. })
+        ));
+        assert!(matches!(
+            single_u64("é"),
+            Err(ParseError::NotANumber { .. })
+        ));
+    }
+
+    #[test]
+    fn limit_reads_max_and_bytes() {
+        assert_eq!(limit("max\n"), Ok(Limit::Max));
+        assert_eq!(limit("4096\n"), Ok(Limit::Bytes(4096)));
+        assert!(matches!(limit("MAX"), Err(ParseError::NotANumber { .. })));
+        assert!(matches!(
+            limit("max max"),
+            Err(ParseError::TrailingData { .. })
+        ));
+        assert_eq!(limit(""), Err(ParseError::Empty));
+    }
+
+    #[test]
+    fn limit_display_round_trips() {
+        for value in [Limit::Max, Limit::Bytes(0), Limit::Bytes(123_456_789)] {
+            assert_eq!(limit(&value.to_string()), Ok(value));
+        }
+        assert_eq!(Limit::Max.to_string(), "max");
+        assert!(Limit::Max > Limit::Bytes(u64::MAX));
+        assert_eq!(Limit::Max.bytes_or(7), 7);
+        assert_eq!(Limit::from(5).bytes(), Some(5));
+    }
+
+    #[test]
+    fn flat_keyed_keeps_order_and_skips_blank_lines() {
+        let pairs = flat_keyed("anon 10\n\nfile 20\n").expect("valid input");
+        assert_eq!(pairs, vec![("anon", 10), ("file", 20)]);
+        assert_eq!(flat_keyed(""), Ok(vec![]));
+    }
+
+    #[test]
+    fn flat_keyed_rejects_malformed_lines() {
+        assert!(matches!(
+            flat_keyed("anon 10\nfile\n"),
+            Err(ParseError::BadLine { line: 2, .. })
+        ));
+        assert!(matches!(
+            flat_keyed("anon 10 20\n"),
+            Err(ParseError::BadLine { line: 1, .. })
+        ));
+        assert!(matches!(
+            flat_keyed("anon x\n"),
+            Err(ParseError::NotANumber { .. })
+        ));
+    }
+
+    #[test]
+    fn memory_stat_picks_known_keys_and_defaults_missing() {
+        let text = "anon 100\nfile 200\nkernel 3\nsomething_new 9\npgscan 7\n\
+                    workingset_refault_file 11\nslab_reclaimable 5\n";
+        let stat = MemoryStat::parse(text).expect("valid memory.stat");
+        assert_eq!(stat.anon, 100);
+        assert_eq!(stat.file, 200);
+        assert_eq!(stat.kernel, 3);
+        assert_eq!(stat.pgscan, 7);
+        assert_eq!(stat.workingset_refault_file, 11);
+        assert_eq!(stat.slab_reclaimable, 5);
+        assert_eq!(stat.shmem, 0, "missing key reads as 0");
+    }
+
+    #[test]
+    fn memory_stat_rejects_bad_value() {
+        assert!(MemoryStat::parse("anon max\n").is_err());
+        assert!(MemoryStat::parse("anon\n").is_err());
+    }
+
+    #[test]
+    fn memory_events_parses_kernel_output() {
+        let text = "low 1\nhigh 2\nmax 3\noom 4\noom_kill 5\noom_group_kill 6\n";
+        let events = MemoryEvents::parse(text).expect("valid memory.events");
+        assert_eq!(
+            events,
+            MemoryEvents {
+                low: 1,
+                high: 2,
+                max: 3,
+                oom: 4,
+                oom_kill: 5
+            }
+        );
+        assert!(MemoryEvents::parse("low -1\n").is_err());
+    }
+
+    #[test]
+    fn psi_parses_some_and_full() {
+        let text = "some avg10=1.50 avg60=0.25 avg300=0.00 total=123456\n\
+                    full avg10=0.75 avg60=0.10 avg300=0.00 total=6543\n";
+        let psi = psi(text).expect("valid PSI");
+        assert!((psi.some.avg10 - 1.5).abs() < 1e-9);
+        assert!((psi.some.avg60 - 0.25).abs() < 1e-9);
+        assert_eq!(psi.some.total_us, 123_456);
+        let full = psi.full.expect("full line present");
+        assert!((full.avg10 - 0.75).abs() < 1e-9);
+        assert_eq!(full.total_us, 6543);
+    }
+
+    #[test]
+    fn psi_full_is_optional_and_unknown_keys_ignored() {
+        let psi = psi("some avg10=0.00 avg60=0.00 avg300=0.00 total=0 extra=1\n")
+            .expect("valid PSI without full");
+        assert_eq!(psi.full, None);
+    }
+
+    #[test]
+    fn psi_rejects_malformed() {
+        assert_eq!(psi("some"), Err(ParseError::MissingKey { key: "avg10" }));
+        assert_eq!(psi(""), Err(ParseError::MissingKey { key: "some" }));
+        assert!(matches!(
+            psi("full avg10=0 avg60=0 avg300=0 total=0\n"),
+            Err(ParseError::MissingKey { key: "some" })
+        ));
+        assert!(matches!(
+            psi("sum avg10=0 avg60=0 avg300=0 total=0\n"),
+            Err(ParseError::BadLine { line: 1, .. })
+        ));
+        assert!(matches!(
+            psi("some avg10=0 avg60=0 avg300=0\n"),
+            Err(ParseError::MissingKey { key: "total" })
+        ));
+        assert!(matches!(
+            psi("some avg10=nan avg60=0 avg300=0 total=0\n"),
+            Err(ParseError::NotANumber { .. })
+        ));
+        assert!(matches!(
+            psi("some avg10=-1 avg60=0 avg300=0 total=0\n"),
+            Err(ParseError::NotANumber { .. })
+        ));
+        assert!(matches!(
+            psi("some avg10=0 avg60 avg300=0 total=0\n"),
+            Err(ParseError::BadLine { .. })
+        ));
+        let twice = "some avg10=0 avg60=0 avg300=0 total=0\n".repeat(2);
+        assert!(matches!(psi(&twice), Err(ParseError::Duplicate { .. })));
+    }
+
+    /// procfs 0.18's `parse_pressure_record` slices `&line[5..]` after checking only the
+    /// prefix: a last line of just `some` (no newline) or `some` followed by a multi-byte
+    /// character panics there. Here they are ordinary errors.
+    #[test]
+    fn regression_procfs_psi_slicing_panic() {
+        assert!(psi("someé avg10=0 avg60=0 avg300=0 total=0").is_err());
+        assert!(psi("some avg10=0 avg60=0 avg300=0 total=0\nfull").is_err());
+        assert!(psi("some avg10=0 avg60=0 avg300=0 total=0\nfullé").is_err());
+    }
+
+    #[test]
+    fn quote_cuts_long_text_on_char_boundary() {
+        let long = "é".repeat(100);
+        let quoted = quote(&long);
+        assert!(quoted.len() <= QUOTE_MAX + 3);
+        assert!(quoted.ends_with("..."));
+    }
+}

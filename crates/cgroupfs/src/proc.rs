@@ -1,0 +1,240 @@
+//! Host-wide memory state from procfs (`meminfo`, `pressure/memory`) under an injected
+//! root.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use procfs::FromRead;
+
+use crate::Error;
+use crate::cgroup::Reader;
+use crate::parse::{ParseError, Psi};
+
+/// A procfs mount given by the caller: normally `/proc`, a tempdir in tests.
+#[derive(Debug, Clone)]
+pub struct ProcFs {
+    root: PathBuf,
+}
+
+/// Host memory, in bytes, and host memory pressure.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HostSample {
+    /// `MemTotal`.
+    pub mem_total: u64,
+    /// `MemAvailable`: the kernel's estimate of memory available without swapping.
+    pub mem_available: u64,
+    /// `MemFree`.
+    pub mem_free: u64,
+    /// `SwapTotal`.
+    pub swap_total: u64,
+    /// `SwapFree`.
+    pub swap_free: u64,
+    /// `pressure/memory`; `None` if the kernel has no PSI or it is disabled (`psi=0`).
+    pub psi: Option<Psi>,
+}
+
+/// Largest `kB` value whose byte count still fits in a `u64`.
+const MAX_KIB: u64 = u64::MAX / 1024;
+
+/// Checks that `text` has the shape of `/proc/meminfo` (`Key: value [kB]` lines,
+/// ASCII, values that fit in `u64` bytes) before it is handed to `procfs`.
+///
+/// procfs 0.18's `Meminfo` parser slices the key at `len - 1` bytes (panics if the key
+/// ends in a multi-byte character) and multiplies by 1024 unchecked (panics in debug
+/// builds on huge values); this check makes both impossible.
+fn check_meminfo_shape(text: &str) -> Result<(), ParseError> {
+    for (index, line) in text.lines().enumerate() {
+        let bad = || ParseError::BadLine {
+            line: index + 1,
+            expected: "Key: value [kB], value below 2^54",
+            text: line.chars().take(64).collect(),
+        };
+        let mut tokens = line.split_ascii_whitespace();
+        let Some(key) = tokens.next() else {
+            continue;
+        };
+        let value = tokens.next().ok_or_else(bad)?;
+        let unit = tokens.next();
+        let key_ok = key.len() > 1 && key.is_ascii() && key.ends_with(':');
+        let unit_ok = matches!(unit, None | Some("kB"));
+        let value_ok = !value.is_empty()
+            && value.bytes().all(|b| b.is_ascii_digit())
+            && value.parse::<u64>().is_ok_and(|v| v <= MAX_KIB);
+        if !key_ok || !unit_ok || !value_ok || tokens.next().is_some() {
+            return Err(bad());
+        }
+    }
+    Ok(())
+}
+
+impl ProcFs {
+    /// A procfs rooted at `root` (normally `/proc`). Nothing is checked until
+    /// [`ProcFs::host`] reads.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        ProcFs { root: root.into() }
+    }
+
+    /// The procfs root.
+    #[must_use]
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Reads `meminfo` and `pressure/memory`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if `meminfo` cannot be read, [`Error::Parse`] if it is malformed
+    /// or lacks `MemAvailable` (kernels before 3.14), and the same for a present but
+    /// malformed `pressure/memory`.
+    pub fn host(&self) -> Result<HostSample, Error> {
+        let path = self.root.join("meminfo");
+        let text = fs::read_to_string(&path).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let parse_error = |what: String| Error::Parse {
+            path: path.clone(),
+            what,
+        };
+        check_meminfo_shape(&text).map_err(|err| parse_error(err.to_string()))?;
+        let meminfo = procfs::Meminfo::from_read(text.as_bytes())
+            .map_err(|err| parse_error(err.to_string()))?;
+        let mem_available = meminfo.mem_available.ok_or_else(|| {
+            parse_error(
+                "MemAvailable is missing (kernels before 3.14 are not supported)".to_owned(),
+            )
+        })?;
+        let psi = Reader::new(self.root.join("pressure")).read_psi("memory")?;
+        Ok(HostSample {
+            mem_total: meminfo.mem_total,
+            mem_available,
+            mem_free: meminfo.mem_free,
+            swap_total: meminfo.swap_total,
+            swap_free: meminfo.swap_free,
+            psi,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{FakeMeminfo, FakeProc};
+
+    fn fake() -> (tempfile::TempDir, FakeProc, ProcFs) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fake = FakeProc::new(dir.path());
+        let proc = ProcFs::new(dir.path());
+        (dir, fake, proc)
+    }
+
+    #[test]
+    fn host_reads_meminfo_in_bytes_and_psi() {
+        let (dir, fake, proc) = fake();
+        assert_eq!(proc.root(), dir.path());
+        fake.set_meminfo(FakeMeminfo {
+            mem_total: 24 << 30,
+            mem_free: 1 << 30,
+            mem_available: 3 << 30,
+            swap_total: 2 << 30,
+            swap_free: 1 << 29,
+        });
+        fake.set_psi(42.5, 10.0);
+        let host = proc.host().expect("readable");
+        assert_eq!(host.mem_total, 24 << 30);
+        assert_eq!(host.mem_free, 1 << 30);
+        assert_eq!(host.mem_available, 3 << 30);
+        assert_eq!(host.swap_total, 2 << 30);
+        assert_eq!(host.swap_free, 1 << 29);
+        let psi = host.psi.expect("PSI present");
+        assert!((psi.some.avg10 - 42.5).abs() < 1e-9);
+        assert!((psi.full.expect("full line").avg10 - 10.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn host_without_psi_has_none() {
+        let (_dir, fake, proc) = fake();
+        fake.remove_psi();
+        assert_eq!(proc.host().expect("readable").psi, None);
+    }
+
+    #[test]
+    fn host_names_malformed_psi() {
+        let (_dir, fake, proc) = fake();
+        fake.write_psi("some avg10=x\n");
+        match proc.host() {
+            Err(Error::Parse { path, .. }) => assert!(path.ends_with("pressure/memory")),
+            other => panic!("expected a parse error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn host_without_meminfo_is_an_io_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let proc = ProcFs::new(dir.path());
+        match proc.host() {
+            Err(Error::Io { path, .. }) => assert!(path.ends_with("meminfo")),
+            other => panic!("expected an I/O error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn host_requires_mem_available() {
+        let (_dir, fake, proc) = fake();
+        let text = fake_meminfo_text(&fake);
+        let without: String = text
+            .lines()
+            .filter(|l| !l.starts_with("MemAvailable:"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        fake.write_meminfo(&without);
+        let err = proc.host().expect_err("MemAvailable missing");
+        assert!(err.to_string().contains("MemAvailable"), "{err}");
+    }
+
+    #[test]
+    fn host_rejects_malformed_meminfo() {
+        let (_dir, fake, proc) = fake();
+        for bad in [
+            "",
+            "MemTotal:\n",
+            "MemTotal: x kB\n",
+            "MemTotal 5 kB\n",
+            "MemTotal: 5 MB\n",
+        ] {
+            fake.write_meminfo(bad);
+            assert!(
+                matches!(proc.host(), Err(Error::Parse { .. })),
+                "{bad:?} must be a parse error"
+            );
+        }
+    }
+
+    /// procfs 0.18 slices a key at `len - 1` bytes and multiplies by 1024 unchecked:
+    /// a key ending in a multi-byte character and a value above 2^54 kB panic there
+    /// (checked against procfs-core 0.18.0 in a debug build). They, and other
+    /// non-ASCII keys, must be refused before they reach it.
+    #[test]
+    fn regression_procfs_meminfo_panics_are_unreachable() {
+        let (_dir, fake, proc) = fake();
+        let good = fake_meminfo_text(&fake);
+        for poison in [
+            "é 5 kB\n",
+            "Bad\u{e9}: 5 kB\n",
+            "Huge: 18446744073709551615 kB\n",
+            "Big: 18014398509481984 kB\n",
+        ] {
+            fake.write_meminfo(&format!("{good}{poison}"));
+            assert!(
+                matches!(proc.host(), Err(Error::Parse { .. })),
+                "{poison:?} must be a parse error"
+            );
+        }
+        assert_eq!(check_meminfo_shape(&format!("Big: {MAX_KIB} kB\n")), Ok(()));
+    }
+
+    fn fake_meminfo_text(fake: &FakeProc) -> String {
+        fs::read_to_string(fake.path().join("meminfo")).expect("fake meminfo readable")
+    }
+}

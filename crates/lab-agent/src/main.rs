@@ -1,0 +1,832 @@
+//! `lab-agent SCENARIO.toml`: the guest side of the memweight lab.
+//!
+//! Runs as root from the initramfs `/init` of the lab VM. It loads the zram modules, sets up
+//! zram swap and the cgroup v2 tree, starts one workload per managed cgroup, the external
+//! pressure process and (optionally) memweightd, runs the timed commands, samples every second
+//! and writes framed records (see `lab_agent::frame`) on the console. It refuses to run unless
+//! the kernel command line carries `memweight_lab=1`, so it cannot rearrange a real machine's
+//! cgroups by accident.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use lab_agent::frame;
+use lab_agent::kfiles;
+use lab_agent::record::{CgroupSample, Event, FileChunk, Hello, HostSample, Record, Sample};
+use lab_agent::scenario::{Action, LAB_PARENT, PRESSURE_CGROUP, Scenario, Size};
+
+const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+const WORK_DIR: &str = "/tmp/lab";
+const DAEMON_CONFIG: &str = "/etc/memweight.toml";
+const MODULE_DIR: &str = "/modules";
+/// A timed shell command is killed after this long.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(20);
+/// A throughput older than this counts as a stalled workload (0 ops/s).
+const OPS_STALE: Duration = Duration::from_secs(3);
+/// File records are cut into pieces of at most this many bytes.
+const CHUNK: usize = 8 * 1024;
+
+fn main() -> ExitCode {
+    let mut em = Emitter::default();
+    let result = run(&mut em);
+    let code = match &result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            em.record(&Record::Error {
+                message: format!("{e:#}"),
+            });
+            ExitCode::FAILURE
+        }
+    };
+    em.end();
+    code
+}
+
+/// Writes framed records and progress lines to stdout (the console).
+#[derive(Default)]
+struct Emitter {
+    seq: u64,
+}
+
+impl Emitter {
+    fn record(&mut self, record: &Record) {
+        let line = match frame::encode(self.seq, record) {
+            Ok(line) => line,
+            Err(e) => {
+                // Every record type serialises; this only guards against a future change.
+                eprintln!("lab-agent: cannot serialise a record: {e}");
+                return;
+            }
+        };
+        self.seq += 1;
+        write_line(&line);
+    }
+
+    fn progress(&mut self, text: &str) {
+        write_line(&format!("{}{text}", frame::PROGRESS_PREFIX));
+    }
+
+    fn event(&mut self, t: f64, kind: &str, detail: impl Into<String>, ok: bool) {
+        self.record(&Record::Event(Event {
+            t,
+            kind: kind.to_owned(),
+            detail: detail.into(),
+            ok,
+        }));
+    }
+
+    fn file(&mut self, name: &str, text: &str) {
+        for piece in chunks(text, CHUNK) {
+            self.record(&Record::File(FileChunk {
+                name: name.to_owned(),
+                data: piece.to_owned(),
+            }));
+        }
+    }
+
+    fn end(&mut self) {
+        let records = self.seq;
+        self.record(&Record::End { records });
+    }
+}
+
+/// Cuts `text` into pieces of about `max` bytes; a character is never split, so a piece may
+/// run up to three bytes over.
+fn chunks(text: &str, max: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let mut cut = rest.len().min(max.max(1));
+        while !rest.is_char_boundary(cut) {
+            cut += 1;
+        }
+        let (head, tail) = rest.split_at(cut);
+        out.push(head);
+        rest = tail;
+    }
+    out
+}
+
+fn write_line(line: &str) {
+    let mut out = std::io::stdout().lock();
+    // The console is the only channel; if it fails there is nobody left to tell.
+    let _ = out.write_all(line.as_bytes());
+    let _ = out.write_all(b"\n");
+    let _ = out.flush();
+}
+
+/// Writes an existing kernel control file (never creates one).
+fn write_file(path: &Path, data: &str) -> Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .with_context(|| format!("cannot open {} to write {data:?}", path.display()))?;
+    f.write_all(data.as_bytes())
+        .with_context(|| format!("writing {data:?} to {} failed", path.display()))
+}
+
+fn read(path: &Path) -> Option<String> {
+    fs::read_to_string(path).ok()
+}
+
+fn run_quiet(program: &str, args: &[&str]) -> Result<()> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .with_context(|| format!("cannot run {program}"))?;
+    if !out.status.success() {
+        bail!(
+            "`{program} {}` failed ({}): {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+fn run(em: &mut Emitter) -> Result<()> {
+    let path = std::env::args()
+        .nth(1)
+        .context("usage: lab-agent SCENARIO.toml (run by the lab VM's /init)")?;
+    let cmdline = fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    if !cmdline.split_whitespace().any(|w| w == "memweight_lab=1") {
+        bail!(
+            "refusing to run: /proc/cmdline lacks memweight_lab=1, so this is not the lab VM \
+             (the agent rearranges cgroups and swap; use `cargo xtask lab run`)"
+        );
+    }
+    let text = fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
+    let scenario = Scenario::parse(&text).with_context(|| format!("scenario {path}"))?;
+    fs::create_dir_all(WORK_DIR).with_context(|| format!("cannot create {WORK_DIR}"))?;
+
+    let meminfo = read(Path::new("/proc/meminfo")).unwrap_or_default();
+    em.record(&Record::Hello(Hello {
+        kernel: read(Path::new("/proc/sys/kernel/osrelease"))
+            .unwrap_or_default()
+            .trim()
+            .to_owned(),
+        mem_total: kfiles::meminfo(&meminfo, "MemTotal").unwrap_or(0),
+        cpus: thread::available_parallelism().map_or(1, |n| n.get() as u64),
+        agent: env!("CARGO_PKG_VERSION").to_owned(),
+    }));
+
+    // Keep kernel messages off the console so they cannot split a record line.
+    let _ = write_file(Path::new("/proc/sys/kernel/printk"), "1");
+    load_modules()?;
+    if scenario.zram.0 > 0 {
+        setup_zram(scenario.zram)?;
+    }
+    let mut lab = Lab::setup(&scenario, em)?;
+    let outcome = lab.run_loop(&scenario, em);
+    lab.shutdown(em);
+    lab.emit_files(em);
+    outcome
+}
+
+fn load_modules() -> Result<()> {
+    let order = Path::new(MODULE_DIR).join("order");
+    let Some(list) = read(&order) else {
+        return Ok(());
+    };
+    for name in list.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let ko = Path::new(MODULE_DIR).join(name);
+        let out = Command::new("insmod")
+            .arg(&ko)
+            .output()
+            .context("cannot run insmod (busybox)")?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() && !stderr.contains("File exists") {
+            bail!(
+                "insmod {} failed: {} — the initramfs module list does not match this kernel",
+                ko.display(),
+                stderr.trim()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn wait_for(path: &Path) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !path.exists() {
+        if Instant::now() > deadline {
+            bail!("{} did not appear within 5 s", path.display());
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+fn setup_zram(size: Size) -> Result<()> {
+    let sys = Path::new("/sys/block/zram0");
+    wait_for(sys).context("zram module loaded but no zram0 device")?;
+    write_file(&sys.join("disksize"), &size.0.to_string())?;
+    let dev = Path::new("/dev/zram0");
+    wait_for(dev).context("is devtmpfs mounted on /dev?")?;
+    run_quiet("mkswap", &["/dev/zram0"])?;
+    run_quiet("swapon", &["/dev/zram0"])?;
+    Ok(())
+}
+
+type OpsMap = Arc<Mutex<HashMap<String, (f64, Instant)>>>;
+
+struct Workload {
+    name: String,
+    dir: PathBuf,
+    child: Option<Child>,
+    removed: bool,
+}
+
+struct PendingCommand {
+    index: usize,
+    run: String,
+    started: Instant,
+    at: f64,
+    child: Child,
+    output: PathBuf,
+}
+
+struct Lab {
+    t0: Instant,
+    lab_dir: PathBuf,
+    pressure_dir: PathBuf,
+    workloads: Vec<Workload>,
+    weights: Vec<u32>,
+    ops: OpsMap,
+    hog: Option<Child>,
+    pressure_size: u64,
+    daemon: Option<Child>,
+    daemon_enabled: bool,
+    daemon_stopping: bool,
+    commands: Vec<PendingCommand>,
+    command_files: Vec<(String, PathBuf)>,
+}
+
+impl Lab {
+    fn setup(scenario: &Scenario, em: &mut Emitter) -> Result<Lab> {
+        let root = Path::new(CGROUP_ROOT);
+        write_file(&root.join("cgroup.subtree_control"), "+memory")
+            .context("is cgroup2 mounted on /sys/fs/cgroup?")?;
+        let lab_dir = root.join(LAB_PARENT);
+        mkdir(&lab_dir)?;
+        write_file(&lab_dir.join("cgroup.subtree_control"), "+memory")?;
+        if let Some(low) = scenario.effective_lab_low() {
+            write_file(&lab_dir.join("memory.low"), &low.to_string())?;
+        }
+        let pressure_dir = root.join(PRESSURE_CGROUP);
+        mkdir(&pressure_dir)?;
+        // The pressure process must hold real memory: no swapping it out to zram.
+        if let Err(e) = write_file(&pressure_dir.join("memory.swap.max"), "0") {
+            em.event(0.0, "setup", format!("{e:#}"), false);
+        }
+        let mut workloads = Vec::new();
+        for c in &scenario.cgroups {
+            let dir = lab_dir.join(&c.name);
+            mkdir(&dir)?;
+            if let Some(high) = c.initial_high {
+                write_file(&dir.join("memory.high"), &high.to_string())?;
+            }
+            if let Some(low) = c.initial_low {
+                write_file(&dir.join("memory.low"), &low.0.to_string())?;
+            }
+            if let Some(low) = scenario.static_low.get(&c.name) {
+                write_file(&dir.join("memory.low"), &low.0.to_string())?;
+            }
+            workloads.push(Workload {
+                name: c.name.clone(),
+                dir,
+                child: None,
+                removed: false,
+            });
+        }
+        if scenario.daemon.enabled {
+            let config = toml::to_string(&scenario.daemon.config)
+                .context("cannot serialise [daemon.config]")?;
+            fs::create_dir_all("/etc").context("cannot create /etc")?;
+            fs::write(DAEMON_CONFIG, config)
+                .with_context(|| format!("cannot write {DAEMON_CONFIG}"))?;
+            fs::create_dir_all("/var/lib/memweight").context("cannot create the state dir")?;
+        }
+        Ok(Lab {
+            t0: Instant::now(),
+            lab_dir,
+            pressure_dir,
+            workloads,
+            weights: scenario.cgroups.iter().map(|c| c.weight).collect(),
+            ops: Arc::new(Mutex::new(HashMap::new())),
+            hog: None,
+            pressure_size: 0,
+            daemon: None,
+            daemon_enabled: scenario.daemon.enabled,
+            daemon_stopping: false,
+            commands: Vec::new(),
+            command_files: Vec::new(),
+        })
+    }
+
+    fn now(&self) -> f64 {
+        self.t0.elapsed().as_secs_f64()
+    }
+
+    fn run_loop(&mut self, scenario: &Scenario, em: &mut Emitter) -> Result<()> {
+        self.t0 = Instant::now();
+        let mut steps = scenario.pressure.clone();
+        steps.sort_by_key(|p| p.at);
+        for tick in 0..=scenario.duration {
+            let due = self.t0 + Duration::from_secs(tick);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                thread::sleep(wait);
+            }
+            for (i, c) in scenario.cgroups.iter().enumerate() {
+                if c.start == tick {
+                    self.start_workload(i, &c.argv(), em)?;
+                }
+            }
+            if scenario.daemon.enabled && scenario.daemon.start == tick {
+                self.start_daemon(em)?;
+            }
+            if tick == 0
+                && let Some(argv) = scenario.pressure_argv()
+            {
+                self.start_pressure(&argv, em);
+            }
+            for step in steps.iter().filter(|p| p.at == tick) {
+                self.pressure_step(step.size, em);
+            }
+            for (index, cmd) in scenario.commands.iter().enumerate() {
+                if cmd.at != tick {
+                    continue;
+                }
+                match (&cmd.run, cmd.action) {
+                    (Some(line), _) => self.start_command(index, line, em),
+                    (None, Some(Action::StopDaemon)) => self.stop_daemon(em),
+                    (None, Some(Action::RemoveCgroup)) => {
+                        if let Some(name) = &cmd.cgroup {
+                            self.remove_cgroup(name, em);
+                        }
+                    }
+                    (None, None) => {}
+                }
+            }
+            self.poll_children(em);
+            let sample = self.sample();
+            em.progress(&sample.progress_line(&self.weights));
+            em.record(&Record::Sample(sample));
+        }
+        Ok(())
+    }
+
+    fn start_in_cgroup(&self, dir: &Path, argv: &[String], log: &Path) -> Result<Child> {
+        let Some((program, args)) = argv.split_first() else {
+            bail!("empty argv for {}", dir.display());
+        };
+        let stderr =
+            File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+        // Move the shell into the cgroup first, then exec: nothing is allocated outside it.
+        Command::new("sh")
+            .arg("-c")
+            .arg("echo 0 > \"$0\" && exec \"$@\"")
+            .arg(dir.join("cgroup.procs"))
+            .arg(program)
+            .args(args)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .with_context(|| format!("cannot start {program} in {}", dir.display()))
+    }
+
+    fn start_workload(&mut self, index: usize, argv: &[String], em: &mut Emitter) -> Result<()> {
+        let Some(w) = self.workloads.get_mut(index) else {
+            return Ok(());
+        };
+        if argv.is_empty() {
+            return Ok(());
+        }
+        let log = Path::new(WORK_DIR).join(format!("workload-{}.stderr", w.name));
+        let dir = w.dir.clone();
+        let name = w.name.clone();
+        let mut child = self.start_in_cgroup(&dir, argv, &log)?;
+        if let Some(stdout) = child.stdout.take() {
+            let ops = Arc::clone(&self.ops);
+            let name = name.clone();
+            thread::spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    if let Some(v) = kfiles::workload_ops_per_s(&line)
+                        && let Ok(mut map) = ops.lock()
+                    {
+                        map.insert(name.clone(), (v, Instant::now()));
+                    }
+                }
+            });
+        }
+        let t = self.now();
+        if let Some(w) = self.workloads.get_mut(index) {
+            w.child = Some(child);
+        }
+        em.event(
+            t,
+            "workload-start",
+            format!("{name}: {}", argv.join(" ")),
+            true,
+        );
+        Ok(())
+    }
+
+    fn start_daemon(&mut self, em: &mut Emitter) -> Result<()> {
+        let log_path = Path::new(WORK_DIR).join("daemon.log");
+        let log = File::create(&log_path)
+            .with_context(|| format!("cannot create {}", log_path.display()))?;
+        let log2 = log
+            .try_clone()
+            .context("cannot duplicate the daemon log handle")?;
+        let child = Command::new("memweightd")
+            .args(["--config", DAEMON_CONFIG])
+            // The log is a file, not a terminal: no colour escapes in daemon.log.
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2)
+            .spawn()
+            .context("cannot start memweightd (is it in the initramfs?)")?;
+        em.event(
+            self.now(),
+            "daemon-start",
+            format!("pid {}", child.id()),
+            true,
+        );
+        self.daemon = Some(child);
+        Ok(())
+    }
+
+    fn start_pressure(&mut self, argv: &[String], em: &mut Emitter) {
+        let log = Path::new(WORK_DIR).join("pressure.stderr");
+        let t = self.now();
+        match self.start_in_cgroup(&self.pressure_dir, argv, &log) {
+            Ok(mut child) => {
+                // The hog's per-second lines are not needed; drain them so it never blocks.
+                if let Some(stdout) = child.stdout.take() {
+                    thread::spawn(move || {
+                        for line in BufReader::new(stdout).lines() {
+                            if line.is_err() {
+                                break;
+                            }
+                        }
+                    });
+                }
+                self.hog = Some(child);
+                em.event(t, "pressure-start", argv.join(" "), true);
+            }
+            Err(e) => em.event(t, "pressure", format!("{e:#}"), false),
+        }
+    }
+
+    /// The hog follows its schedule by itself; this records the step and checks it still runs.
+    fn pressure_step(&mut self, size: Size, em: &mut Emitter) {
+        self.pressure_size = size.0;
+        let t = self.now();
+        let alive = self
+            .hog
+            .as_mut()
+            .is_some_and(|h| matches!(h.try_wait(), Ok(None)));
+        let detail = if alive {
+            size.to_string()
+        } else {
+            format!("{size}: the pressure process is not running (see workloads/pressure.stderr)")
+        };
+        em.event(t, "pressure", detail, alive);
+    }
+
+    fn start_command(&mut self, index: usize, line: &str, em: &mut Emitter) {
+        let output = Path::new(WORK_DIR).join(format!("cmd-{index:02}.txt"));
+        let t = self.now();
+        let spawned = File::create(&output).and_then(|f| {
+            let f2 = f.try_clone()?;
+            let mut cmd = Command::new("sh");
+            cmd.arg("-c")
+                .arg(line)
+                .env("LAB_CGROUP", &self.lab_dir)
+                .stdin(Stdio::null())
+                .stdout(f)
+                .stderr(f2);
+            if let Some(d) = &self.daemon {
+                cmd.env("MEMWEIGHTD_PID", d.id().to_string());
+            }
+            cmd.spawn()
+        });
+        match spawned {
+            Ok(child) => self.commands.push(PendingCommand {
+                index,
+                run: line.to_owned(),
+                started: Instant::now(),
+                at: t,
+                child,
+                output,
+            }),
+            Err(e) => em.event(t, "command", format!("{line}: cannot start: {e}"), false),
+        }
+    }
+
+    fn stop_daemon(&mut self, em: &mut Emitter) {
+        let t = self.now();
+        let Some(d) = &self.daemon else {
+            em.event(t, "stop-daemon", "memweightd is not running", false);
+            return;
+        };
+        let pid = d.id().to_string();
+        match run_quiet("kill", &["-TERM", &pid]) {
+            Ok(()) => {
+                self.daemon_stopping = true;
+                em.event(t, "stop-daemon", format!("SIGTERM to pid {pid}"), true);
+            }
+            Err(e) => em.event(t, "stop-daemon", format!("{e:#}"), false),
+        }
+    }
+
+    fn remove_cgroup(&mut self, name: &str, em: &mut Emitter) {
+        let t = self.now();
+        let Some(w) = self.workloads.iter_mut().find(|w| w.name == name) else {
+            return;
+        };
+        w.removed = true;
+        // cgroup.kill takes every process in the cgroup, including the workload's children.
+        let _ = write_file(&w.dir.join("cgroup.kill"), "1");
+        if let Some(mut child) = w.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let result = loop {
+            match fs::remove_dir(&w.dir) {
+                Ok(()) => break Ok(()),
+                Err(e) if Instant::now() > deadline => break Err(e),
+                Err(_) => thread::sleep(Duration::from_millis(100)),
+            }
+        };
+        match result {
+            Ok(()) => em.event(t, "remove-cgroup", name, true),
+            Err(e) => em.event(
+                t,
+                "remove-cgroup",
+                format!("rmdir {} failed: {e}", w.dir.display()),
+                false,
+            ),
+        }
+    }
+
+    fn poll_children(&mut self, em: &mut Emitter) {
+        let t = self.now();
+        if let Some(d) = &mut self.daemon
+            && let Ok(Some(status)) = d.try_wait()
+        {
+            let stopping = self.daemon_stopping;
+            em.event(
+                t,
+                "daemon-exit",
+                describe(status),
+                stopping && status.success(),
+            );
+            self.daemon = None;
+        }
+        for w in &mut self.workloads {
+            if let Some(child) = &mut w.child
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                em.event(
+                    t,
+                    "workload-exit",
+                    format!("{}: {}", w.name, describe(status)),
+                    status.success(),
+                );
+                w.child = None;
+            }
+        }
+        let mut i = 0;
+        while i < self.commands.len() {
+            let pending = &mut self.commands[i];
+            let finished = match pending.child.try_wait() {
+                Ok(Some(status)) => Some((describe(status), status.success())),
+                Ok(None) if pending.started.elapsed() > COMMAND_TIMEOUT => {
+                    let _ = pending.child.kill();
+                    let _ = pending.child.wait();
+                    Some(("killed after 20 s".to_owned(), false))
+                }
+                Ok(None) => None,
+                Err(e) => Some((format!("cannot wait: {e}"), false)),
+            };
+            if let Some((how, ok)) = finished {
+                let done = self.commands.swap_remove(i);
+                em.event(t, "command", format!("{} -> {how}", done.run), ok);
+                let mut text = format!("$ {}\n# at t={:.1}s, {how}\n", done.run, done.at);
+                text.push_str(&read(&done.output).unwrap_or_default());
+                let name = format!("commands/{:02}-{}.txt", done.index, slug(&done.run));
+                let path = Path::new(WORK_DIR).join(format!("cmd-{:02}.out", done.index));
+                if fs::write(&path, text).is_ok() {
+                    self.command_files.push((name, path));
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn sample(&self) -> Sample {
+        let ops = self.ops.lock().map(|m| m.clone()).unwrap_or_default();
+        let cgroups = self
+            .workloads
+            .iter()
+            .map(|w| {
+                let mut s = sample_cgroup(&w.dir);
+                s.name = w.name.clone();
+                s.ops_per_s = ops.get(&w.name).map(|(v, at)| {
+                    if at.elapsed() > OPS_STALE || w.removed {
+                        0.0
+                    } else {
+                        *v
+                    }
+                });
+                s
+            })
+            .collect();
+        let meminfo = read(Path::new("/proc/meminfo")).unwrap_or_default();
+        let (psi_some10, psi_full10) =
+            kfiles::psi_avg10(&read(Path::new("/proc/pressure/memory")).unwrap_or_default());
+        let swap_used = kfiles::meminfo(&meminfo, "SwapTotal")
+            .zip(kfiles::meminfo(&meminfo, "SwapFree"))
+            .map(|(total, free)| total.saturating_sub(free));
+        Sample {
+            t: self.now(),
+            cgroups,
+            host: HostSample {
+                mem_available: kfiles::meminfo(&meminfo, "MemAvailable"),
+                swap_used,
+                psi_some10,
+                psi_full10,
+            },
+            pressure_size: self.pressure_size,
+            pressure_current: read(&self.pressure_dir.join("memory.current"))
+                .and_then(|s| kfiles::single_u64(&s)),
+            daemon_alive: self.daemon_enabled.then_some(self.daemon.is_some()),
+        }
+    }
+
+    fn shutdown(&mut self, em: &mut Emitter) {
+        if let Some(mut d) = self.daemon.take() {
+            let pid = d.id().to_string();
+            let _ = run_quiet("kill", &["-TERM", &pid]);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let status = loop {
+                match d.try_wait() {
+                    Ok(Some(status)) => break Some(status),
+                    Ok(None) if Instant::now() < deadline => {
+                        thread::sleep(Duration::from_millis(100));
+                    }
+                    _ => {
+                        let _ = d.kill();
+                        let _ = d.wait();
+                        break None;
+                    }
+                }
+            };
+            let t = self.now();
+            match status {
+                Some(s) => em.event(
+                    t,
+                    "daemon-exit",
+                    format!("at the end: {}", describe(s)),
+                    s.success(),
+                ),
+                None => em.event(t, "daemon-exit", "ignored SIGTERM for 10 s; killed", false),
+            }
+        }
+        for w in &mut self.workloads {
+            let _ = write_file(&w.dir.join("cgroup.kill"), "1");
+            if let Some(mut child) = w.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        if let Some(mut hog) = self.hog.take() {
+            let _ = hog.kill();
+            let _ = hog.wait();
+        }
+        for mut pending in self.commands.drain(..) {
+            let _ = pending.child.kill();
+            let _ = pending.child.wait();
+        }
+    }
+
+    fn emit_files(&self, em: &mut Emitter) {
+        let work = Path::new(WORK_DIR);
+        if self.daemon_enabled {
+            em.file(
+                "daemon.log",
+                &read(&work.join("daemon.log")).unwrap_or_default(),
+            );
+            em.file(
+                "daemon.toml",
+                &read(Path::new(DAEMON_CONFIG)).unwrap_or_default(),
+            );
+        }
+        for (name, path) in &self.command_files {
+            em.file(name, &read(path).unwrap_or_default());
+        }
+        for w in &self.workloads {
+            let text = read(&work.join(format!("workload-{}.stderr", w.name))).unwrap_or_default();
+            em.file(&format!("workloads/{}.stderr", w.name), &text);
+        }
+        em.file(
+            "workloads/pressure.stderr",
+            &read(&work.join("pressure.stderr")).unwrap_or_default(),
+        );
+    }
+}
+
+fn mkdir(dir: &Path) -> Result<()> {
+    match fs::create_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot create cgroup {}", dir.display())),
+    }
+}
+
+fn sample_cgroup(dir: &Path) -> CgroupSample {
+    let file = |name: &str| read(&dir.join(name));
+    let (psi_some10, psi_full10) =
+        file("memory.pressure").map_or((None, None), |t| kfiles::psi_avg10(&t));
+    let events = file("memory.events").unwrap_or_default();
+    CgroupSample {
+        name: String::new(),
+        present: dir.is_dir(),
+        current: file("memory.current").and_then(|t| kfiles::single_u64(&t)),
+        high: file("memory.high").and_then(|t| kfiles::limit(&t)),
+        low: file("memory.low").and_then(|t| kfiles::single_u64(&t)),
+        swap: file("memory.swap.current").and_then(|t| kfiles::single_u64(&t)),
+        psi_some10,
+        psi_full10,
+        events_high: kfiles::flat_keyed(&events, "high"),
+        events_max: kfiles::flat_keyed(&events, "max"),
+        events_oom_kill: kfiles::flat_keyed(&events, "oom_kill"),
+        ops_per_s: None,
+    }
+}
+
+fn describe(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit {code}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        (None, None) => "unknown status".to_owned(),
+    }
+}
+
+fn slug(text: &str) -> String {
+    let s: String = text
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .take(40)
+        .collect();
+    s.trim_matches('-').to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_respect_size_and_characters() {
+        assert!(chunks("", 4).is_empty());
+        assert_eq!(chunks("abcdefghij", 4), vec!["abcd", "efgh", "ij"]);
+        let text = "aé€😀b";
+        let pieces = chunks(text, 2);
+        assert_eq!(pieces.concat(), text);
+        assert!(pieces.iter().all(|p| !p.is_empty()));
+        assert_eq!(chunks("x", 0), vec!["x"]);
+    }
+
+    #[test]
+    fn slug_is_file_safe() {
+        assert_eq!(
+            slug("memweightctl status --json"),
+            "memweightctl-status---json"
+        );
+        assert_eq!(slug("../../x"), "x");
+    }
+
+    #[test]
+    fn sample_of_missing_cgroup_is_absent() {
+        let s = sample_cgroup(Path::new("/nonexistent/lab/c9"));
+        assert!(!s.present);
+        assert_eq!(s.current, None);
+    }
+}

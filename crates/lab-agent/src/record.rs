@@ -1,0 +1,228 @@
+//! The records the guest sends to the host, and the human progress line made from a sample.
+
+use serde::{Deserialize, Serialize};
+
+use crate::scenario::Limit;
+
+/// One framed record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Record {
+    /// First record: who is talking.
+    Hello(Hello),
+    /// One per second.
+    Sample(Sample),
+    /// Something happened at a time (pressure step, command, action, daemon exit).
+    Event(Event),
+    /// A chunk of an output file; chunks of one file arrive in order.
+    File(FileChunk),
+    /// The agent could not do what the scenario asks; the run fails.
+    Error {
+        /// What failed.
+        message: String,
+    },
+    /// Last record: how many records came before it.
+    End {
+        /// Number of records before this one.
+        records: u64,
+    },
+}
+
+/// Guest identity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    /// `uname -r`.
+    pub kernel: String,
+    /// Guest `MemTotal` in bytes.
+    pub mem_total: u64,
+    /// Guest CPUs online.
+    pub cpus: u64,
+    /// Agent version.
+    pub agent: String,
+}
+
+/// One second of observations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Seconds since the start of the scenario.
+    pub t: f64,
+    /// One entry per scenario cgroup, in scenario order.
+    pub cgroups: Vec<CgroupSample>,
+    /// Guest-wide numbers.
+    pub host: HostSample,
+    /// Size the pressure process was asked to hold.
+    pub pressure_size: u64,
+    /// `memory.current` of the pressure cgroup.
+    pub pressure_current: Option<u64>,
+    /// Whether memweightd runs (`None` when the scenario has no daemon).
+    pub daemon_alive: Option<bool>,
+}
+
+/// One cgroup's files at one second; `None` where a file could not be read.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CgroupSample {
+    /// Scenario name.
+    pub name: String,
+    /// The cgroup directory exists.
+    pub present: bool,
+    /// `memory.current`.
+    pub current: Option<u64>,
+    /// `memory.high`.
+    pub high: Option<Limit>,
+    /// `memory.low`.
+    pub low: Option<u64>,
+    /// `memory.swap.current`.
+    pub swap: Option<u64>,
+    /// `memory.pressure` some avg10 (%).
+    pub psi_some10: Option<f64>,
+    /// `memory.pressure` full avg10 (%).
+    pub psi_full10: Option<f64>,
+    /// `memory.events` high.
+    pub events_high: Option<u64>,
+    /// `memory.events` max.
+    pub events_max: Option<u64>,
+    /// `memory.events` oom_kill.
+    pub events_oom_kill: Option<u64>,
+    /// Workload throughput reported in the last seconds (ops/s).
+    pub ops_per_s: Option<f64>,
+}
+
+/// Guest-wide numbers at one second.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct HostSample {
+    /// `MemAvailable` in bytes.
+    pub mem_available: Option<u64>,
+    /// `SwapTotal − SwapFree` in bytes.
+    pub swap_used: Option<u64>,
+    /// `/proc/pressure/memory` some avg10.
+    pub psi_some10: Option<f64>,
+    /// `/proc/pressure/memory` full avg10.
+    pub psi_full10: Option<f64>,
+}
+
+/// Something that happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Seconds since the start.
+    pub t: f64,
+    /// `pressure`, `command`, `stop-daemon`, `remove-cgroup`, `daemon-start`, `daemon-exit`,
+    /// `workload-exit`.
+    pub kind: String,
+    /// Free text.
+    pub detail: String,
+    /// Whether it did what it should.
+    pub ok: bool,
+}
+
+/// A piece of an output file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileChunk {
+    /// Relative path under the output directory (`daemon.log`, `commands/01-x.txt`).
+    pub name: String,
+    /// Text.
+    pub data: String,
+}
+
+const MIB: f64 = 1_048_576.0;
+
+#[allow(clippy::cast_precision_loss)] // Display only: MiB with one decimal.
+fn mib(b: u64) -> f64 {
+    b as f64 / MIB
+}
+
+impl Sample {
+    /// The one-line progress view: time, per cgroup usage/high/weight/throughput, PSI,
+    /// pressure. `weights` are the scenario weights, in cgroup order.
+    pub fn progress_line(&self, weights: &[u32]) -> String {
+        use std::fmt::Write as _;
+        let mut s = format!("t={:>4.0}s", self.t);
+        for (i, c) in self.cgroups.iter().enumerate() {
+            let w = weights.get(i).copied().unwrap_or(0);
+            if !c.present {
+                let _ = write!(s, " | {} gone", c.name);
+                continue;
+            }
+            let cur = c
+                .current
+                .map_or_else(|| "?".to_owned(), |b| format!("{:.0}", mib(b)));
+            let high = match c.high {
+                Some(Limit::Max) => "max".to_owned(),
+                Some(Limit::Bytes(b)) => format!("{:.0}", mib(b)),
+                None => "?".to_owned(),
+            };
+            let ops = c
+                .ops_per_s
+                .map_or_else(|| "-".to_owned(), |o| format!("{:.0}k", o / 1000.0));
+            let _ = write!(s, " | {} w{} {}M/{} {}", c.name, w, cur, high, ops);
+        }
+        let _ = write!(
+            s,
+            " | avail {:.0}M psi {:.1}/{:.1} pressure {:.0}M",
+            mib(self.host.mem_available.unwrap_or(0)),
+            self.host.psi_some10.unwrap_or(0.0),
+            self.host.psi_full10.unwrap_or(0.0),
+            mib(self.pressure_size)
+        );
+        if let Some(alive) = self.daemon_alive {
+            s.push_str(if alive {
+                " | daemon up"
+            } else {
+                " | daemon down"
+            });
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_line_names_everything() {
+        let sample = Sample {
+            t: 12.0,
+            cgroups: vec![
+                CgroupSample {
+                    name: "c1".into(),
+                    present: true,
+                    current: Some(100 << 20),
+                    high: Some(Limit::Bytes(150 << 20)),
+                    ops_per_s: Some(25_000.0),
+                    ..CgroupSample::default()
+                },
+                CgroupSample {
+                    name: "c2".into(),
+                    present: false,
+                    ..CgroupSample::default()
+                },
+            ],
+            host: HostSample {
+                mem_available: Some(64 << 20),
+                psi_some10: Some(12.5),
+                ..HostSample::default()
+            },
+            pressure_size: 200 << 20,
+            pressure_current: None,
+            daemon_alive: Some(true),
+        };
+        let line = sample.progress_line(&[1, 2]);
+        assert!(line.contains("c1 w1 100M/150 25k"), "{line}");
+        assert!(line.contains("c2 gone"), "{line}");
+        assert!(line.contains("psi 12.5/0.0"), "{line}");
+        assert!(line.contains("pressure 200M"), "{line}");
+        assert!(line.contains("daemon up"), "{line}");
+    }
+
+    #[test]
+    fn records_round_trip_as_json() {
+        let r = Record::Event(Event {
+            t: 3.0,
+            kind: "pressure".into(),
+            detail: "200M".into(),
+            ok: true,
+        });
+        let text = serde_json::to_string(&r).expect("serialises");
+        assert_eq!(serde_json::from_str::<Record>(&text).expect("parses"), r);
+    }
+}

@@ -1,0 +1,709 @@
+//! The scenario file: what the guest runs, shared by the host harness (`cargo xtask lab`) and
+//! the guest agent so that both read the same TOML the same way.
+//!
+//! [`Scenario::parse`] deserialises and validates; nothing here touches the file system. The
+//! format is documented key by key in `docs/lab.md`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// Where the agent creates the managed cgroups, relative to the cgroup2 mount.
+pub const LAB_PARENT: &str = "lab";
+/// The cgroup (relative to the cgroup2 mount) that holds the external pressure process.
+pub const PRESSURE_CGROUP: &str = "lab-pressure";
+
+/// A problem with a scenario file.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The TOML did not deserialise.
+    #[error("scenario is not valid TOML for the lab format (see docs/lab.md): {0}")]
+    Toml(#[from] toml::de::Error),
+    /// The TOML parsed but says something impossible.
+    #[error("scenario is inconsistent: {0}")]
+    Invalid(String),
+}
+
+/// A byte size written as `"300M"` (binary units: K = 1024) or a plain integer of bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(try_from = "SizeRepr", into = "u64")]
+pub struct Size(pub u64);
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SizeRepr {
+    Int(u64),
+    Text(String),
+}
+
+impl TryFrom<SizeRepr> for Size {
+    type Error = String;
+    fn try_from(value: SizeRepr) -> Result<Self, Self::Error> {
+        match value {
+            SizeRepr::Int(n) => Ok(Size(n)),
+            SizeRepr::Text(s) => s.parse(),
+        }
+    }
+}
+
+impl From<Size> for u64 {
+    fn from(value: Size) -> Self {
+        value.0
+    }
+}
+
+impl FromStr for Size {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse_size::Config::new()
+            .with_binary()
+            .parse_size(s.trim())
+            .map(Size)
+            .map_err(|e| format!("{s:?} is not a size like \"300M\" or \"1G\": {e}"))
+    }
+}
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const MIB: u64 = 1 << 20;
+        if self.0 >= MIB && self.0.is_multiple_of(MIB) {
+            write!(f, "{}M", self.0 / MIB)
+        } else {
+            write!(f, "{}", self.0)
+        }
+    }
+}
+
+/// A cgroup limit file value: `max` or a byte count (`memory.high`, `memory.max`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "SizeOrMax", into = "String")]
+pub enum Limit {
+    /// No limit (`max`).
+    Max,
+    /// A limit in bytes.
+    Bytes(u64),
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SizeOrMax {
+    Int(u64),
+    Text(String),
+}
+
+impl TryFrom<SizeOrMax> for Limit {
+    type Error = String;
+    fn try_from(value: SizeOrMax) -> Result<Self, Self::Error> {
+        match value {
+            SizeOrMax::Int(n) => Ok(Limit::Bytes(n)),
+            SizeOrMax::Text(s) => s.parse(),
+        }
+    }
+}
+
+impl FromStr for Limit {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        if s == "max" {
+            Ok(Limit::Max)
+        } else {
+            s.parse::<Size>().map(|b| Limit::Bytes(b.0))
+        }
+    }
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Limit::Max => f.write_str("max"),
+            Limit::Bytes(b) => write!(f, "{b}"),
+        }
+    }
+}
+
+impl From<Limit> for String {
+    fn from(value: Limit) -> Self {
+        value.to_string()
+    }
+}
+
+/// The Debian kernel a scenario boots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, Hash)]
+pub enum Kernel {
+    /// Debian 12's default 6.1 kernel (`linux-image-amd64`).
+    #[default]
+    #[serde(rename = "6.1")]
+    V6_1,
+    /// Debian 12's backported 6.12 kernel (`linux-image-6.12-amd64`).
+    #[serde(rename = "6.12")]
+    V6_12,
+}
+
+impl Kernel {
+    /// Both kernels, in the order CI runs them.
+    pub const ALL: [Kernel; 2] = [Kernel::V6_1, Kernel::V6_12];
+
+    /// `6.1` or `6.12`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kernel::V6_1 => "6.1",
+            Kernel::V6_12 => "6.12",
+        }
+    }
+}
+
+impl FromStr for Kernel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "6.1" => Ok(Kernel::V6_1),
+            "6.12" => Ok(Kernel::V6_12),
+            other => Err(format!("unknown kernel {other:?}: use 6.1 or 6.12")),
+        }
+    }
+}
+
+impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+fn default_ram() -> Size {
+    Size(1 << 30)
+}
+fn default_zram() -> Size {
+    Size(1 << 30)
+}
+fn default_cpus() -> u32 {
+    2
+}
+fn default_weight() -> u32 {
+    100
+}
+
+/// A whole scenario file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Free text shown in the summary.
+    #[serde(default)]
+    pub description: String,
+    /// Guest RAM (`-m`).
+    #[serde(default = "default_ram")]
+    pub ram: Size,
+    /// zram swap size; `0` boots without swap.
+    #[serde(default = "default_zram")]
+    pub zram: Size,
+    /// Guest CPUs (`-smp`).
+    #[serde(default = "default_cpus")]
+    pub cpus: u32,
+    /// Kernel booted unless `--kernel` overrides it.
+    #[serde(default)]
+    pub kernel: Kernel,
+    /// Seconds the scenario runs once the workloads are started.
+    pub duration: u64,
+    /// Managed cgroups, created under `/sys/fs/cgroup/lab/`.
+    #[serde(default, rename = "cgroup")]
+    pub cgroups: Vec<CgroupSpec>,
+    /// External pressure steps.
+    #[serde(default, rename = "pressure")]
+    pub pressure: Vec<PressureStep>,
+    /// memweightd on/off and its configuration.
+    #[serde(default)]
+    pub daemon: DaemonSpec,
+    /// Static `memory.low` per cgroup name, written once at setup (seed 002's "SL" knob).
+    #[serde(default)]
+    pub static_low: BTreeMap<String, Size>,
+    /// `memory.low` of the parent `lab` cgroup. A child's protection is capped by its
+    /// parent's, so without this the children's `memory.low` protects nothing. Default: the
+    /// sum of `static_low` when that is set, else left at 0.
+    #[serde(default)]
+    pub lab_low: Option<Limit>,
+    /// Timed commands.
+    #[serde(default, rename = "command")]
+    pub commands: Vec<CommandSpec>,
+    /// Assertions evaluated by the host on the results.
+    #[serde(default, rename = "check")]
+    pub checks: Vec<Check>,
+}
+
+/// One managed cgroup.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CgroupSpec {
+    /// Name, a single path component; the cgroup is `/sys/fs/cgroup/lab/<name>`.
+    pub name: String,
+    /// Weight (as in the daemon config; used for the water-filled targets).
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    /// Floor (`lo` of the water-fill).
+    #[serde(default)]
+    pub min: Option<Size>,
+    /// Ceiling of the cgroup's share (caps `hi` of the water-fill); not written to the kernel.
+    #[serde(default)]
+    pub max: Option<Size>,
+    /// What the cgroup wants without pressure; default: the workload's `--size`.
+    #[serde(default)]
+    pub demand: Option<Size>,
+    /// argv of `memweight-workload` (without the program name).
+    #[serde(default)]
+    pub workload: Option<Vec<String>>,
+    /// A raw argv run instead of the workload program (e.g. busybox tools).
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    /// Seconds after the start at which the workload starts.
+    #[serde(default)]
+    pub start: u64,
+    /// `memory.high` written before anything starts (to test restore on SIGTERM).
+    #[serde(default)]
+    pub initial_high: Option<Limit>,
+    /// `memory.low` written before anything starts.
+    #[serde(default)]
+    pub initial_low: Option<Size>,
+}
+
+impl CgroupSpec {
+    /// The argv the guest executes for this cgroup, program first.
+    pub fn argv(&self) -> Vec<String> {
+        match (&self.command, &self.workload) {
+            (Some(cmd), _) => cmd.clone(),
+            (None, Some(args)) => {
+                let mut v = vec!["memweight-workload".to_owned()];
+                v.extend(args.iter().cloned());
+                v
+            }
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// The demand (`hi` of the water-fill before `max`): `demand`, or the workload's `--size`.
+    pub fn declared_demand(&self) -> Option<u64> {
+        if let Some(d) = self.demand {
+            return Some(d.0);
+        }
+        let args = self.workload.as_ref()?;
+        let pos = args.iter().position(|a| a == "--size")?;
+        args.get(pos + 1)?.parse::<Size>().ok().map(|s| s.0)
+    }
+}
+
+/// One external pressure step: from `at` on, the pressure process holds `size`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PressureStep {
+    /// Seconds since the start.
+    pub at: u64,
+    /// Bytes held from then on (`0` stops the pressure process).
+    pub size: Size,
+}
+
+/// The daemon section.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonSpec {
+    /// Start memweightd.
+    #[serde(default)]
+    pub enabled: bool,
+    /// Seconds after the workloads start at which the daemon starts.
+    #[serde(default)]
+    pub start: u64,
+    /// memweightd's TOML configuration, written verbatim to `/etc/memweight.toml`.
+    #[serde(default)]
+    pub config: toml::Table,
+}
+
+/// A built-in action of a timed command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// SIGTERM to memweightd; its exit status is recorded.
+    StopDaemon,
+    /// Kill the cgroup's workload, then `rmdir` the cgroup.
+    RemoveCgroup,
+}
+
+/// A timed command: a shell line (`run`) or a built-in `action`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandSpec {
+    /// Seconds since the start.
+    pub at: u64,
+    /// Shell line run with `sh -c`; its output is saved to `commands/`.
+    #[serde(default)]
+    pub run: Option<String>,
+    /// Built-in action.
+    #[serde(default)]
+    pub action: Option<Action>,
+    /// Cgroup name the action applies to.
+    #[serde(default)]
+    pub cgroup: Option<String>,
+}
+
+/// An assertion on the results, evaluated by the host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "check", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Check {
+    /// `summary.max_error_pct <= max` (phases that start at or after `from`, default all).
+    MaxErrorPct {
+        /// Bound in percent.
+        max: f64,
+        /// Only phases that start at or after this second.
+        #[serde(default)]
+        from: u64,
+    },
+    /// No `oom_kill` in any managed cgroup's `memory.events`.
+    NoOomKill,
+    /// The cgroup's `memory.high` was below `max` in some sample at or after `from`.
+    HighSet {
+        /// Cgroup name, or `*` for every cgroup.
+        cgroup: String,
+        /// From this second on.
+        #[serde(default)]
+        from: u64,
+    },
+    /// The cgroup's `memory.low` was above 0 in some sample.
+    LowSet {
+        /// Cgroup name, or `*`.
+        cgroup: String,
+    },
+    /// The cgroup's `memory.high` equals `value` in every sample in `[from, to]`.
+    HighStays {
+        /// Cgroup name, or `*`.
+        cgroup: String,
+        /// Expected value.
+        value: Limit,
+        /// Window start (seconds).
+        #[serde(default)]
+        from: u64,
+        /// Window end (seconds; default: the end).
+        #[serde(default)]
+        to: Option<u64>,
+    },
+    /// The cgroup's `memory.low` equals `value` in every sample in `[from, to]`.
+    LowStays {
+        /// Cgroup name, or `*`.
+        cgroup: String,
+        /// Expected value.
+        value: Size,
+        /// Window start (seconds).
+        #[serde(default)]
+        from: u64,
+        /// Window end (seconds; default: the end).
+        #[serde(default)]
+        to: Option<u64>,
+    },
+    /// The daemon was running in every sample until `until` (default: until a stop action, or
+    /// the end).
+    DaemonAlive {
+        /// Last second at which it must still run.
+        #[serde(default)]
+        until: Option<u64>,
+    },
+    /// The daemon exited with status 0 after SIGTERM.
+    DaemonExitOk,
+    /// `daemon.log` has no ERROR line and no panic.
+    DaemonLogClean,
+    /// Every built-in action and pressure step succeeded (shell commands are not judged).
+    ActionsOk,
+}
+
+impl Scenario {
+    /// Parses and validates a scenario.
+    pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+        let scenario: Scenario = toml::from_str(text)?;
+        scenario.validate()?;
+        Ok(scenario)
+    }
+
+    /// Serialises back to TOML (what the guest receives).
+    pub fn to_toml(&self) -> Result<String, ScenarioError> {
+        toml::to_string(self).map_err(|e| ScenarioError::Invalid(format!("cannot serialise: {e}")))
+    }
+
+    /// The cgroup spec of that name.
+    pub fn cgroup(&self, name: &str) -> Option<&CgroupSpec> {
+        self.cgroups.iter().find(|c| c.name == name)
+    }
+
+    /// Pressure phases as `(start, end)` seconds: `[0, first step)`, then one per step.
+    pub fn phases(&self) -> Vec<(u64, u64)> {
+        let mut bounds: Vec<u64> = self
+            .pressure
+            .iter()
+            .map(|p| p.at)
+            .filter(|&a| a > 0 && a < self.duration)
+            .collect();
+        bounds.sort_unstable();
+        bounds.dedup();
+        let mut phases = Vec::with_capacity(bounds.len() + 1);
+        let mut start = 0;
+        for b in bounds {
+            phases.push((start, b));
+            start = b;
+        }
+        phases.push((start, self.duration));
+        phases
+    }
+
+    /// What the agent writes to `lab/memory.low`, if anything.
+    pub fn effective_lab_low(&self) -> Option<Limit> {
+        self.lab_low.or_else(|| {
+            (!self.static_low.is_empty())
+                .then(|| Limit::Bytes(self.static_low.values().map(|s| s.0).sum()))
+        })
+    }
+
+    /// The pressure size in force at second `t`.
+    pub fn pressure_at(&self, t: u64) -> u64 {
+        self.pressure
+            .iter()
+            .filter(|p| p.at <= t)
+            .max_by_key(|p| p.at)
+            .map_or(0, |p| p.size.0)
+    }
+
+    /// argv of the one pressure process that follows every step (`hog --schedule`), started
+    /// at second 0 so a step never drops the pressure by restarting it; `None` without steps.
+    pub fn pressure_argv(&self) -> Option<Vec<String>> {
+        if self.pressure.is_empty() {
+            return None;
+        }
+        let initial = self.pressure_at(0);
+        let mut steps: Vec<&PressureStep> = self.pressure.iter().filter(|p| p.at > 0).collect();
+        steps.sort_by_key(|p| p.at);
+        steps.dedup_by_key(|p| p.at);
+        // One page rather than nothing, in case the hog refuses an empty start.
+        let mut argv: Vec<String> = vec![
+            "memweight-workload".into(),
+            "hog".into(),
+            "--size".into(),
+            Size(initial.max(4096)).to_string(),
+        ];
+        if !steps.is_empty() {
+            let schedule: Vec<String> = steps
+                .iter()
+                .map(|p| format!("{}:{}", p.at, p.size))
+                .collect();
+            argv.push("--schedule".into());
+            argv.push(schedule.join(","));
+        }
+        Some(argv)
+    }
+
+    fn validate(&self) -> Result<(), ScenarioError> {
+        let bad = |m: String| Err(ScenarioError::Invalid(m));
+        if self.duration == 0 {
+            return bad("duration must be at least 1 second".into());
+        }
+        if self.cpus == 0 {
+            return bad("cpus must be at least 1".into());
+        }
+        if self.ram.0 < (128 << 20) {
+            return bad(format!("ram {} is below the 128M a guest needs", self.ram));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for c in &self.cgroups {
+            if c.name.is_empty()
+                || c.name.contains('/')
+                || c.name == "."
+                || c.name == ".."
+                || c.name.chars().any(char::is_whitespace)
+            {
+                return bad(format!(
+                    "cgroup name {:?} must be one path component without spaces",
+                    c.name
+                ));
+            }
+            if !seen.insert(c.name.as_str()) {
+                return bad(format!("cgroup {:?} is listed twice", c.name));
+            }
+            if c.weight == 0 {
+                return bad(format!("cgroup {:?}: weight must be at least 1", c.name));
+            }
+            if c.workload.is_some() && c.command.is_some() {
+                return bad(format!(
+                    "cgroup {:?}: give either `workload` or `command`, not both",
+                    c.name
+                ));
+            }
+        }
+        for name in self.static_low.keys() {
+            if self.cgroup(name).is_none() {
+                return bad(format!("static_low names unknown cgroup {name:?}"));
+            }
+        }
+        for cmd in &self.commands {
+            match (&cmd.run, cmd.action) {
+                (Some(_), None) => {}
+                (None, Some(Action::StopDaemon)) => {
+                    if !self.daemon.enabled {
+                        return bad(format!(
+                            "command at {}s stops the daemon, but [daemon] enabled is false",
+                            cmd.at
+                        ));
+                    }
+                }
+                (None, Some(Action::RemoveCgroup)) => match &cmd.cgroup {
+                    Some(name) if self.cgroup(name).is_some() => {}
+                    other => {
+                        return bad(format!(
+                            "command at {}s: remove-cgroup needs `cgroup` naming a listed cgroup, got {other:?}",
+                            cmd.at
+                        ));
+                    }
+                },
+                _ => {
+                    return bad(format!(
+                        "command at {}s needs exactly one of `run` or `action`",
+                        cmd.at
+                    ));
+                }
+            }
+            if cmd.at > self.duration {
+                return bad(format!(
+                    "command at {}s is after the end ({}s)",
+                    cmd.at, self.duration
+                ));
+            }
+        }
+        for check in &self.checks {
+            let name = match check {
+                Check::HighSet { cgroup, .. }
+                | Check::LowSet { cgroup }
+                | Check::HighStays { cgroup, .. }
+                | Check::LowStays { cgroup, .. } => Some(cgroup),
+                _ => None,
+            };
+            if let Some(n) = name
+                && n != "*"
+                && self.cgroup(n).is_none()
+            {
+                return bad(format!("check names unknown cgroup {n:?}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"
+ram = "1G"
+zram = "1G"
+duration = 120
+[[cgroup]]
+name = "c1"
+weight = 1
+workload = ["random-touch", "--size", "300M"]
+[[cgroup]]
+name = "c2"
+weight = 2
+min = "32M"
+initial_high = "900M"
+workload = ["random-touch", "--size", "300M"]
+[[pressure]]
+at = 30
+size = "200M"
+[[pressure]]
+at = 60
+size = "400M"
+[daemon]
+enabled = true
+[daemon.config]
+tick = "1s"
+[[daemon.config.cgroup]]
+glob = "lab/*"
+weight = 100
+[[command]]
+at = 40
+run = "memweightctl status"
+[[command]]
+at = 50
+action = "remove-cgroup"
+cgroup = "c2"
+[[check]]
+check = "max-error-pct"
+max = 15.0
+[[check]]
+check = "high-stays"
+cgroup = "*"
+value = "max"
+"#;
+
+    #[test]
+    fn parses_example_with_defaults() {
+        let s = Scenario::parse(EXAMPLE).expect("example parses");
+        assert_eq!(s.ram, Size(1 << 30));
+        assert_eq!(s.cpus, 2);
+        assert_eq!(s.kernel, Kernel::V6_1);
+        assert_eq!(s.cgroups.len(), 2);
+        assert_eq!(s.cgroups[1].initial_high, Some(Limit::Bytes(900 << 20)));
+        assert_eq!(s.cgroups[0].declared_demand(), Some(300 << 20));
+        assert_eq!(s.phases(), vec![(0, 30), (30, 60), (60, 120)]);
+        assert_eq!(s.pressure_at(29), 0);
+        assert_eq!(s.pressure_at(45), 200 << 20);
+        assert_eq!(s.checks.len(), 2);
+        assert_eq!(
+            s.pressure_argv().expect("has steps"),
+            vec![
+                "memweight-workload",
+                "hog",
+                "--size",
+                "4096",
+                "--schedule",
+                "30:200M,60:400M"
+            ]
+        );
+        assert!(s.daemon.config.contains_key("tick"));
+        assert_eq!(s.effective_lab_low(), None);
+        let with_low = Scenario::parse(
+            "duration = 5\n[[cgroup]]\nname = \"a\"\n[[cgroup]]\nname = \"b\"\n\
+             [static_low]\na = \"100M\"\nb = \"200M\"\n",
+        )
+        .expect("parses");
+        assert_eq!(with_low.effective_lab_low(), Some(Limit::Bytes(300 << 20)));
+    }
+
+    #[test]
+    fn round_trips_through_toml() {
+        let s = Scenario::parse(EXAMPLE).expect("example parses");
+        let again = Scenario::parse(&s.to_toml().expect("serialises")).expect("reparses");
+        assert_eq!(s, again);
+    }
+
+    #[test]
+    fn rejects_bad_names_and_commands() {
+        let dup = "duration = 5\n[[cgroup]]\nname = \"a\"\n[[cgroup]]\nname = \"a\"\n";
+        assert!(matches!(
+            Scenario::parse(dup),
+            Err(ScenarioError::Invalid(_))
+        ));
+        let escape = "duration = 5\n[[cgroup]]\nname = \"../x\"\n";
+        assert!(Scenario::parse(escape).is_err());
+        let both = "duration = 5\n[[command]]\nat = 1\nrun = \"x\"\naction = \"stop-daemon\"\n";
+        assert!(Scenario::parse(both).is_err());
+        let stop_without_daemon = "duration = 5\n[[command]]\nat = 1\naction = \"stop-daemon\"\n";
+        assert!(Scenario::parse(stop_without_daemon).is_err());
+        let unknown_key = "duration = 5\nram_size = 3\n";
+        assert!(matches!(
+            Scenario::parse(unknown_key),
+            Err(ScenarioError::Toml(_))
+        ));
+    }
+
+    #[test]
+    fn sizes_and_limits_parse() {
+        assert_eq!("300M".parse::<Size>(), Ok(Size(300 << 20)));
+        assert_eq!("1G".parse::<Size>(), Ok(Size(1 << 30)));
+        assert!("lots".parse::<Size>().is_err());
+        assert_eq!("max".parse::<Limit>(), Ok(Limit::Max));
+        assert_eq!("4096".parse::<Limit>(), Ok(Limit::Bytes(4096)));
+        assert_eq!(Size(300 << 20).to_string(), "300M");
+    }
+}

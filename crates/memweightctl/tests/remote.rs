@@ -1,0 +1,289 @@
+//! The daemon subcommands end to end: the built binary against a scripted fake daemon on a
+//! Unix socket, checking output, one-line errors and exit codes. (The real daemon's side is
+//! tested in crates/memweightd/tests/control.rs and in the lab.)
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::thread::JoinHandle;
+
+use memweight_proto::ctl::{
+    self, CgroupStatus, ErrorKind, ErrorReply, Outcome, Pool, Reply, Response, Status,
+};
+
+fn ctl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memweightctl"))
+        .args(args)
+        .env_remove("MEMWEIGHT_SOCKET")
+        .output()
+        .expect("memweightctl runs")
+}
+
+fn stderr_line(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        err.lines().count(),
+        1,
+        "exactly one line on stderr: {err:?}"
+    );
+    err
+}
+
+/// A daemon that answers one connection with `answer` and returns the request line it got.
+fn fake_daemon(dir: &Path, answer: String) -> (PathBuf, JoinHandle<String>) {
+    let path = dir.join("fake.sock");
+    let listener = UnixListener::bind(&path).expect("bind fake socket");
+    let handle = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().expect("accept");
+        let mut line = String::new();
+        BufReader::new(&s)
+            .read_line(&mut line)
+            .expect("read request");
+        s.write_all(answer.as_bytes()).expect("answer");
+        line
+    });
+    (path, handle)
+}
+
+fn status_reply() -> Reply {
+    Reply::Status(Status {
+        pool: Pool {
+            tick: 12,
+            enforce: true,
+            capacity: 4500 << 20,
+            shortfall: 0,
+            psi_cut: 0,
+            total_usage: 6000 << 20,
+            total_weight: 6,
+            pressure: true,
+            overcommitted: false,
+            mem_total: 8 << 30,
+            mem_available: 1 << 30,
+            swap_free: 0,
+            host_psi_some_avg10: Some(12.0),
+            host_psi_full_avg10: Some(2.0),
+            duration_us: 300,
+        },
+        cgroups: vec![CgroupStatus {
+            cgroup: "lab/c1".into(),
+            weight: 1,
+            overridden: false,
+            usage: 2000 << 20,
+            expected: 1000 << 20,
+            exceed: 1000 << 20,
+            target: 833 << 20,
+            entitlement: 750 << 20,
+            floor: 16 << 20,
+            ceiling: Some(834 << 20),
+            high: Some(834 << 20),
+            low: Some(750 << 20),
+            swap: Some(0),
+            psi_some_avg10: Some(3.5),
+            psi_full_avg10: Some(1.0),
+            events_high: 1,
+            events_max: 0,
+            events_oom_kill: 0,
+            wrote_high: None,
+            wrote_low: None,
+            reclaim: None,
+            state: "ok".into(),
+            reason: "above weighted share by 1167 MiB".into(),
+        }],
+    })
+}
+
+#[test]
+fn status_table_and_json() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (sock, daemon) = fake_daemon(
+        dir.path(),
+        Response::new(Outcome::Ok(status_reply())).to_line(),
+    );
+    let s = sock.to_str().expect("utf-8 path");
+    let out = ctl(&["status", "--socket", s, "--output", "table"]);
+    assert!(out.status.success(), "{out:?}");
+    let request = daemon.join().expect("daemon thread");
+    assert_eq!(request, "{\"version\":1,\"command\":{\"op\":\"status\"}}\n");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("pool: capacity 4500 MiB, TU 6000 MiB, TW 6, under pressure"),
+        "{text}"
+    );
+    let header = text
+        .lines()
+        .find(|l| l.starts_with("CGROUP"))
+        .expect("table header");
+    for col in [
+        "WEIGHT",
+        "USAGE",
+        "EA",
+        "EX",
+        "TARGET",
+        "ENTITLEMENT",
+        "HIGH",
+        "LOW",
+        "PSI-SOME",
+        "PSI-FULL",
+        "SWAP",
+        "STATE",
+    ] {
+        assert!(header.contains(col), "missing {col}: {header}");
+    }
+    assert!(text.contains("lab/c1   1        2000 MiB"), "{text}");
+
+    std::fs::remove_file(&sock).expect("rm socket");
+    let (sock, daemon) = fake_daemon(
+        dir.path(),
+        Response::new(Outcome::Ok(status_reply())).to_line(),
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_memweightctl"))
+        .args(["status", "-o", "json"])
+        .env("MEMWEIGHT_SOCKET", &sock)
+        .output()
+        .expect("runs");
+    daemon.join().expect("daemon thread");
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+    assert_eq!(v["pool"]["capacity"], 4500_u64 << 20);
+    assert_eq!(v["cgroups"][0]["cgroup"], "lab/c1");
+}
+
+#[test]
+fn set_sends_the_typed_request() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let err = ErrorReply::new(
+        ErrorKind::NotManaged,
+        "lab/x is not managed: no [[cgroup]] rule",
+    );
+    let (sock, daemon) = fake_daemon(dir.path(), Response::new(Outcome::Error(err)).to_line());
+    let out = ctl(&[
+        "set",
+        "lab/x",
+        "300",
+        "--min",
+        "512M",
+        "--socket",
+        sock.to_str().expect("utf-8"),
+    ]);
+    let request = daemon.join().expect("daemon thread");
+    assert_eq!(
+        ctl::parse_request(request.trim_end()),
+        Ok(ctl::Command::Set {
+            cgroup: "lab/x".into(),
+            weight: 300,
+            min: Some(512 << 20),
+            max: None
+        })
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(
+        stderr_line(&out),
+        "memweightctl: lab/x is not managed: no [[cgroup]] rule\n"
+    );
+}
+
+#[test]
+fn exit_codes_for_each_failure() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("none.sock");
+    let m = missing.to_str().expect("utf-8");
+    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+        (vec!["status", "--socket", m], 3, "not running"),
+        (vec!["set", "lab/c1", "0", "--socket", m], 2, "out of range"),
+        (
+            vec!["set", "lab/c1", "10001", "--socket", m],
+            2,
+            "1..=10000",
+        ),
+        (
+            vec!["set", "lab/c1", "heavy", "--socket", m],
+            2,
+            "not a whole number",
+        ),
+        (
+            vec!["set", "lab/c1", "-5", "--socket", m],
+            2,
+            "not a whole number",
+        ),
+        (vec!["set", "../etc", "5", "--socket", m], 2, "`..`"),
+        (
+            vec!["set", "lab/c1", "5", "--min", "-1G", "--socket", m],
+            2,
+            "negative size",
+        ),
+        (
+            vec![
+                "set", "lab/c1", "5", "--min", "2G", "--max", "1G", "--socket", m,
+            ],
+            2,
+            "below --min",
+        ),
+        (vec!["explain", "lab//c1", "--socket", m], 2, "empty"),
+    ];
+    for (args, code, want) in cases {
+        let out = ctl(&args);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {out:?}");
+        let line = stderr_line(&out);
+        assert!(line.contains(want), "{args:?}: {line}");
+    }
+    for (kind, code) in [
+        (ErrorKind::PermissionDenied, 4),
+        (ErrorKind::NotReady, 1),
+        (ErrorKind::UnknownCgroup, 2),
+    ] {
+        let (sock, daemon) = fake_daemon(
+            dir.path(),
+            Response::new(Outcome::Error(ErrorReply::new(kind, "nope"))).to_line(),
+        );
+        let out = ctl(&["get", "lab/c1", "--socket", sock.to_str().expect("utf-8")]);
+        daemon.join().expect("daemon thread");
+        std::fs::remove_file(&sock).expect("rm");
+        assert_eq!(out.status.code(), Some(code), "{kind:?}: {out:?}");
+    }
+    let (sock, daemon) = fake_daemon(
+        dir.path(),
+        "{\"version\":2,\"result\":{\"ok\":{\"kind\":\"new\"}}}\n".into(),
+    );
+    let out = ctl(&["reload", "--socket", sock.to_str().expect("utf-8")]);
+    daemon.join().expect("daemon thread");
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    assert!(stderr_line(&out).contains("protocol version mismatch"));
+}
+
+#[test]
+fn help_completions_and_man_page() {
+    let help = ctl(&["--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(text.contains("Exit codes: 0 success"), "{text}");
+    for sub in [
+        "set",
+        "unset",
+        "get",
+        "status",
+        "explain",
+        "reload",
+        "plan",
+        "completions",
+        "man",
+    ] {
+        assert!(text.contains(sub), "{sub} missing from --help");
+    }
+    for shell in ["bash", "zsh", "fish"] {
+        let out = ctl(&["completions", shell]);
+        assert!(out.status.success(), "{shell}: {out:?}");
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            script.contains("explain"),
+            "{shell} completion lacks subcommands"
+        );
+    }
+    let man = ctl(&["man"]);
+    let page = String::from_utf8_lossy(&man.stdout);
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH memweightctl"),
+        "{page}"
+    );
+    assert!(page.contains("Exit codes"), "man page lacks exit codes");
+    assert_eq!(ctl(&["completions", "tcsh"]).status.code(), Some(2));
+}

@@ -1,0 +1,157 @@
+//! The pool capacity `C`: how much memory the managed cgroups may hold together this tick.
+//!
+//! Pure: host numbers in, bytes out. In `auto` mode the pool is what the cgroups hold now plus
+//! what the host can still give before its free-memory reserve, minus a cut that grows while
+//! host memory PSI stays above a threshold and decays when it clears. This is how external
+//! pressure (another process, a balloon driver) becomes weighted reclaim instead of the
+//! kernel's global LRU.
+
+use crate::config::{CapacityConfig, CapacityMode};
+
+/// Host numbers the capacity depends on, in bytes and percent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HostView {
+    /// MemTotal.
+    pub mem_total: u64,
+    /// MemAvailable.
+    pub mem_available: u64,
+    /// Host memory PSI `some avg10`, when the kernel has PSI.
+    pub psi_some_avg10: Option<f64>,
+    /// Σ usage of the managed cgroups.
+    pub total_usage: u64,
+}
+
+/// State carried from tick to tick.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PsiCut(pub u64);
+
+/// The capacity and how it was made, for `explain` and logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacity {
+    /// `C` in bytes.
+    pub bytes: u64,
+    /// Shortfall of MemAvailable below the reserve (auto mode).
+    pub shortfall: u64,
+    /// What PSI took off (auto mode).
+    pub psi_cut: u64,
+}
+
+/// Computes this tick's capacity and the next PSI cut.
+#[must_use]
+pub fn capacity(cfg: &CapacityConfig, host: &HostView, cut: PsiCut) -> (Capacity, PsiCut) {
+    match cfg.mode {
+        CapacityMode::Fixed => {
+            let bytes = cfg.fixed.map_or(host.mem_total, |a| a.of(host.mem_total));
+            (
+                Capacity {
+                    bytes,
+                    shortfall: 0,
+                    psi_cut: 0,
+                },
+                PsiCut(0),
+            )
+        }
+        CapacityMode::Auto => {
+            let reserve = cfg.reserve.of(host.mem_total);
+            let shortfall = reserve.saturating_sub(host.mem_available);
+            let headroom = host.mem_available.saturating_sub(reserve);
+            let stalled = cfg.psi_threshold > 0.0
+                && host.psi_some_avg10.is_some_and(|p| p > cfg.psi_threshold);
+            let max_cut = cfg.psi_max_cut.of(host.mem_total);
+            let next = if stalled {
+                cut.0
+                    .saturating_add(cfg.psi_step.of(host.mem_total))
+                    .min(max_cut)
+            } else {
+                cut.0 / 2
+            };
+            let bytes = host
+                .total_usage
+                .saturating_add(headroom)
+                .saturating_sub(shortfall)
+                .saturating_sub(next)
+                .min(host.mem_total);
+            (
+                Capacity {
+                    bytes,
+                    shortfall,
+                    psi_cut: next,
+                },
+                PsiCut(next),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Amount;
+
+    const MIB: u64 = 1 << 20;
+
+    fn host(avail: u64, psi: Option<f64>) -> HostView {
+        HostView {
+            mem_total: 1000 * MIB,
+            mem_available: avail,
+            psi_some_avg10: psi,
+            total_usage: 600 * MIB,
+        }
+    }
+
+    fn auto() -> CapacityConfig {
+        CapacityConfig {
+            reserve: Amount::Bytes(100 * MIB),
+            psi_threshold: 10.0,
+            psi_step: Amount::Bytes(10 * MIB),
+            psi_max_cut: Amount::Bytes(25 * MIB),
+            ..CapacityConfig::default()
+        }
+    }
+
+    #[test]
+    fn auto_grows_with_headroom_and_shrinks_with_shortfall() {
+        let (c, _) = capacity(&auto(), &host(300 * MIB, None), PsiCut(0));
+        assert_eq!(c.bytes, 800 * MIB);
+        let (c, _) = capacity(&auto(), &host(40 * MIB, None), PsiCut(0));
+        assert_eq!(c.bytes, 540 * MIB);
+        assert_eq!(c.shortfall, 60 * MIB);
+    }
+
+    #[test]
+    fn psi_cut_grows_to_its_cap_and_decays() {
+        let cfg = auto();
+        let h = host(100 * MIB, Some(50.0));
+        let (c1, k1) = capacity(&cfg, &h, PsiCut(0));
+        assert_eq!(c1.bytes, 590 * MIB);
+        let (_, k2) = capacity(&cfg, &h, k1);
+        let (c3, k3) = capacity(&cfg, &h, k2);
+        assert_eq!(k3.0, 25 * MIB, "capped at psi_max_cut");
+        assert_eq!(c3.bytes, 575 * MIB);
+        let (c4, k4) = capacity(&cfg, &host(100 * MIB, Some(1.0)), k3);
+        assert!(k4.0 < k3.0 && c4.bytes > c3.bytes);
+    }
+
+    #[test]
+    fn psi_threshold_zero_turns_it_off() {
+        let cfg = CapacityConfig {
+            psi_threshold: 0.0,
+            ..auto()
+        };
+        let (c, k) = capacity(&cfg, &host(100 * MIB, Some(99.0)), PsiCut(0));
+        assert_eq!((c.bytes, k.0), (600 * MIB, 0));
+    }
+
+    #[test]
+    fn fixed_uses_percent_of_total() {
+        let cfg = CapacityConfig {
+            mode: CapacityMode::Fixed,
+            fixed: Some(Amount::Percent(50.0)),
+            ..CapacityConfig::default()
+        };
+        assert_eq!(
+            capacity(&cfg, &host(0, Some(99.0)), PsiCut(7)).0.bytes,
+            500 * MIB
+        );
+    }
+}

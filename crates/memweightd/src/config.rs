@@ -1,0 +1,701 @@
+//! The daemon's TOML configuration: parsing, defaults and validation.
+//!
+//! Every key is documented in `docs/configuration.md`. Parsing is pure (`&str` in, [`Config`]
+//! out) so `memweightd --check-config` and the tests use the same code as the daemon.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use globset::{Glob, GlobMatcher};
+use memweight_proto::size::Size;
+use serde::{Deserialize, Deserializer};
+
+/// Weight given to a cgroup whose rule names none.
+pub const DEFAULT_WEIGHT: u32 = 100;
+/// Largest weight accepted.
+pub const MAX_WEIGHT: u32 = 10_000;
+
+/// Errors found while loading or validating a configuration file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TOML did not parse or had a wrong key or value.
+    #[error("{path}: {message}")]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// What the TOML parser said, with line and column.
+        message: String,
+    },
+    /// A value parsed but makes no sense.
+    #[error("{path}: {field}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Which key, e.g. `cgroup[2].weight`.
+        field: String,
+        /// What is wrong and what is accepted.
+        message: String,
+    },
+}
+
+/// An amount that is either a byte size or a percentage of something (MemTotal, usage).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Amount {
+    /// Bytes.
+    Bytes(u64),
+    /// Percent, `0.0..=100.0`.
+    Percent(f64),
+}
+
+impl Amount {
+    /// Resolves against `whole` (for a percentage), rounding down.
+    #[must_use]
+    pub fn of(self, whole: u64) -> u64 {
+        match self {
+            Amount::Bytes(b) => b,
+            Amount::Percent(p) => {
+                // Percent is validated to 0..=100 and carried in hundredths of a percent, so
+                // the product fits in u128 and the result is at most `whole`.
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                // Rounded and clamped to 0..=10000 first, so the cast is exact.
+                let basis_points = (p * 100.0).round().clamp(0.0, 10_000.0) as u128;
+                u64::try_from(u128::from(whole) * basis_points / 10_000).unwrap_or(whole)
+            }
+        }
+    }
+}
+
+impl fmt::Display for Amount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Amount::Bytes(b) => write!(f, "{b}"),
+            Amount::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Amount {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(i64),
+            Str(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(i) => u64::try_from(i).map(Amount::Bytes).map_err(|_| {
+                serde::de::Error::custom(format!("size must not be negative, got {i}"))
+            }),
+            Raw::Str(s) => parse_amount(&s).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// Parses `"80%"`, `"512M"`, `"1.5G"` or `"4096"`.
+pub fn parse_amount(s: &str) -> Result<Amount, String> {
+    let t = s.trim();
+    if let Some(p) = t.strip_suffix('%') {
+        let v: f64 = p
+            .trim()
+            .parse()
+            .map_err(|_| format!("expected a percentage like \"80%\", got {s:?}"))?;
+        if !(0.0..=100.0).contains(&v) {
+            return Err(format!("percentage must be between 0% and 100%, got {s:?}"));
+        }
+        return Ok(Amount::Percent(v));
+    }
+    t.parse::<Size>()
+        .map(|sz| Amount::Bytes(sz.bytes()))
+        .map_err(|e| e.to_string())
+}
+
+/// A duration written as `"1s"`, `"500ms"`, `"2m"` or a number of seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interval(pub Duration);
+
+impl<'de> Deserialize<'de> for Interval {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Float(f64),
+            Str(String),
+        }
+        let bad =
+            |s: &str| format!("expected a duration like \"1s\", \"500ms\" or \"2m\", got {s:?}");
+        let dur = match Raw::deserialize(d)? {
+            Raw::Int(i) => Duration::from_secs(i),
+            Raw::Float(f) if f.is_finite() && f >= 0.0 => Duration::from_secs_f64(f),
+            Raw::Float(f) => return Err(serde::de::Error::custom(bad(&f.to_string()))),
+            Raw::Str(s) => {
+                let t = s.trim();
+                let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+                    (n, 0.001)
+                } else if let Some(n) = t.strip_suffix('s') {
+                    (n, 1.0)
+                } else if let Some(n) = t.strip_suffix('m') {
+                    (n, 60.0)
+                } else {
+                    (t, 1.0)
+                };
+                let v: f64 = num
+                    .trim()
+                    .parse()
+                    .map_err(|_| serde::de::Error::custom(bad(&s)))?;
+                if !v.is_finite() || v < 0.0 {
+                    return Err(serde::de::Error::custom(bad(&s)));
+                }
+                Duration::from_secs_f64(v * scale)
+            }
+        };
+        Ok(Interval(dur))
+    }
+}
+
+/// How the pool capacity `C` is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CapacityMode {
+    /// Follow the host: shrink by the shortfall below the reserve and under host PSI.
+    #[default]
+    Auto,
+    /// A fixed size or share of MemTotal.
+    Fixed,
+}
+
+/// `[capacity]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CapacityConfig {
+    /// `auto` or `fixed`.
+    pub mode: CapacityMode,
+    /// With `mode = "fixed"`: bytes or a percentage of MemTotal.
+    pub fixed: Option<Amount>,
+    /// With `mode = "auto"`: MemAvailable to keep free (bytes or % of MemTotal).
+    pub reserve: Amount,
+    /// With `mode = "auto"`: host memory PSI `some avg10` (%) above which the pool shrinks.
+    /// `0` turns the PSI signal off.
+    pub psi_threshold: f64,
+    /// How much the pool shrinks per tick while PSI is above the threshold (% of MemTotal).
+    pub psi_step: Amount,
+    /// The most PSI may take off the pool (bytes or % of MemTotal).
+    pub psi_max_cut: Amount,
+}
+
+impl Default for CapacityConfig {
+    fn default() -> Self {
+        CapacityConfig {
+            mode: CapacityMode::Auto,
+            fixed: None,
+            reserve: Amount::Percent(5.0),
+            psi_threshold: 40.0,
+            psi_step: Amount::Percent(1.0),
+            psi_max_cut: Amount::Percent(5.0),
+        }
+    }
+}
+
+/// `[control]`: the Unix socket `memweightctl` talks to.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ControlConfig {
+    /// Socket path (ignored when systemd passes a socket with `LISTEN_FDS`).
+    pub socket: PathBuf,
+    /// Group whose members may use the socket besides root (socket mode 0660, owned by it).
+    pub group: Option<String>,
+}
+
+impl Default for ControlConfig {
+    fn default() -> Self {
+        ControlConfig {
+            socket: PathBuf::from(memweight_proto::ctl::DEFAULT_SOCKET),
+            group: None,
+        }
+    }
+}
+
+/// `[metrics]`: the Prometheus endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Serve `/metrics` and `/healthz`.
+    pub enabled: bool,
+    /// Address and port, e.g. `127.0.0.1:9750` or `[::1]:9750`.
+    pub listen: String,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            enabled: true,
+            listen: "127.0.0.1:9750".to_owned(),
+        }
+    }
+}
+
+impl MetricsConfig {
+    /// The listen address, parsed.
+    pub fn address(&self) -> Result<std::net::SocketAddr, String> {
+        self.listen.trim().parse().map_err(|_| {
+            format!(
+                "expected an address and port like \"127.0.0.1:9750\" or \"[::1]:9750\", got {:?}",
+                self.listen
+            )
+        })
+    }
+}
+
+/// One `[[cgroup]]` rule: an exact path or a glob, and what to give the cgroups it names.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CgroupRule {
+    /// Exact path relative to the cgroup root.
+    pub path: Option<String>,
+    /// Glob over paths relative to the root (`*` does not cross `/`).
+    pub glob: Option<String>,
+    /// Weight, `1..=10000`.
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    /// Floor: memory.high never goes below this.
+    pub min: Option<Size>,
+    /// Ceiling for the target.
+    pub max: Option<Size>,
+}
+
+fn default_weight() -> u32 {
+    DEFAULT_WEIGHT
+}
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Root of the cgroup v2 hierarchy.
+    pub cgroup_root: PathBuf,
+    /// Root of procfs (for `/proc/meminfo` and `/proc/pressure/memory`).
+    pub proc_root: PathBuf,
+    /// How often the control loop runs.
+    pub tick: Interval,
+    /// Where the original limits and runtime overrides are kept.
+    pub state_dir: PathBuf,
+    /// `false` = dry run: compute and log, write nothing.
+    pub enforce: bool,
+    /// Use `memory.reclaim` for exact proactive reclaim when usage stays above memory.high.
+    pub reclaim: bool,
+    /// Largest drop of memory.high in one tick (bytes or % of the cgroup's usage).
+    pub max_step: Amount,
+    /// Absolute minimum added to every floor.
+    pub min_floor: Size,
+    /// `error`, `warn`, `info`, `debug` or `trace` (overridden by `RUST_LOG`).
+    pub log_level: String,
+    /// `[capacity]`.
+    pub capacity: CapacityConfig,
+    /// `[control]`.
+    pub control: ControlConfig,
+    /// `[metrics]`.
+    pub metrics: MetricsConfig,
+    /// `[[cgroup]]` rules, first match wins; exact paths are matched before globs.
+    pub cgroup: Vec<CgroupRule>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            cgroup_root: PathBuf::from("/sys/fs/cgroup"),
+            proc_root: PathBuf::from("/proc"),
+            tick: Interval(Duration::from_secs(1)),
+            state_dir: PathBuf::from("/var/lib/memweight"),
+            enforce: true,
+            reclaim: true,
+            max_step: Amount::Percent(10.0),
+            min_floor: Size(16 << 20),
+            log_level: "info".to_owned(),
+            capacity: CapacityConfig::default(),
+            control: ControlConfig::default(),
+            metrics: MetricsConfig::default(),
+            cgroup: Vec::new(),
+        }
+    }
+}
+
+/// What a rule resolves to for one cgroup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// Weight.
+    pub weight: u32,
+    /// Configured floor in bytes (0 when none).
+    pub min: u64,
+    /// Configured ceiling in bytes.
+    pub max: Option<u64>,
+}
+
+/// A validated config with compiled globs.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    exact: Vec<(String, Settings)>,
+    globs: Vec<(GlobMatcher, String, Settings)>,
+    depth: usize,
+}
+
+impl Rules {
+    /// The settings for the cgroup at `rel`, if a rule names it.
+    #[must_use]
+    pub fn settings_for(&self, rel: &str) -> Option<Settings> {
+        if let Some((_, s)) = self.exact.iter().find(|(p, _)| p == rel) {
+            return Some(*s);
+        }
+        self.globs
+            .iter()
+            .find(|(g, _, _)| g.is_match(rel))
+            .map(|(_, _, s)| *s)
+    }
+
+    /// How deep below the root discovery must look.
+    #[must_use]
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// The exact paths, in the order written.
+    pub fn exact_paths(&self) -> impl Iterator<Item = &str> {
+        self.exact.iter().map(|(p, _)| p.as_str())
+    }
+}
+
+impl Config {
+    /// Reads and validates `path`.
+    pub fn load(path: &Path) -> Result<(Config, Rules), ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Config::parse(&text, path)
+    }
+
+    /// Parses and validates `text`; `path` is only used in messages.
+    pub fn parse(text: &str, path: &Path) -> Result<(Config, Rules), ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            path: path.to_owned(),
+            message: e.to_string().trim_end().replace('\n', " "),
+        })?;
+        let rules = cfg.validate(path)?;
+        Ok((cfg, rules))
+    }
+
+    /// Checks values the types cannot and compiles the rules.
+    pub fn validate(&self, path: &Path) -> Result<Rules, ConfigError> {
+        let invalid = |field: String, message: String| ConfigError::Invalid {
+            path: path.to_owned(),
+            field,
+            message,
+        };
+        if self.tick.0 < Duration::from_millis(100) || self.tick.0 > Duration::from_secs(3600) {
+            return Err(invalid(
+                "tick".into(),
+                format!("must be between 100ms and 1h, got {:?}", self.tick.0),
+            ));
+        }
+        if !self.cgroup_root.is_absolute() {
+            return Err(invalid(
+                "cgroup_root".into(),
+                "must be an absolute path".into(),
+            ));
+        }
+        if !self.state_dir.is_absolute() {
+            return Err(invalid(
+                "state_dir".into(),
+                "must be an absolute path".into(),
+            ));
+        }
+        if !["error", "warn", "info", "debug", "trace"].contains(&self.log_level.as_str()) {
+            return Err(invalid(
+                "log_level".into(),
+                format!(
+                    "must be error, warn, info, debug or trace, got {:?}",
+                    self.log_level
+                ),
+            ));
+        }
+        if self.capacity.mode == CapacityMode::Fixed && self.capacity.fixed.is_none() {
+            return Err(invalid(
+                "capacity.fixed".into(),
+                "mode = \"fixed\" needs a size, e.g. fixed = \"12G\" or \"80%\"".into(),
+            ));
+        }
+        if !(0.0..=100.0).contains(&self.capacity.psi_threshold) {
+            return Err(invalid(
+                "capacity.psi_threshold".into(),
+                format!(
+                    "must be 0..=100 (percent), got {}",
+                    self.capacity.psi_threshold
+                ),
+            ));
+        }
+        if !self.control.socket.is_absolute() {
+            return Err(invalid(
+                "control.socket".into(),
+                format!(
+                    "must be an absolute path, got {:?}",
+                    self.control.socket.display().to_string()
+                ),
+            ));
+        }
+        if let Some(g) = &self.control.group
+            && (g.trim().is_empty() || g.contains(['/', ':', '\n', '\0']))
+        {
+            return Err(invalid(
+                "control.group".into(),
+                format!("must be a group name like \"memweight\", got {g:?}"),
+            ));
+        }
+        if self.metrics.enabled {
+            self.metrics
+                .address()
+                .map_err(|m| invalid("metrics.listen".into(), m))?;
+        }
+        let mut exact: Vec<(String, Settings)> = Vec::new();
+        let mut globs = Vec::new();
+        let mut depth = 0;
+        for (i, rule) in self.cgroup.iter().enumerate() {
+            let field = |k: &str| format!("cgroup[{i}].{k}");
+            if !(1..=MAX_WEIGHT).contains(&rule.weight) {
+                return Err(invalid(
+                    field("weight"),
+                    format!("must be 1..={MAX_WEIGHT}, got {}", rule.weight),
+                ));
+            }
+            let settings = Settings {
+                weight: rule.weight,
+                min: rule.min.map_or(0, Size::bytes),
+                max: rule.max.map(Size::bytes),
+            };
+            if let Some(max) = settings.max
+                && max < settings.min
+            {
+                return Err(invalid(
+                    field("max"),
+                    format!("max ({max} bytes) is below min ({} bytes)", settings.min),
+                ));
+            }
+            match (&rule.path, &rule.glob) {
+                (Some(p), None) => {
+                    let p = normalize(p).map_err(|m| invalid(field("path"), m))?;
+                    if exact.iter().any(|(q, _)| *q == p) {
+                        return Err(invalid(field("path"), format!("{p:?} is listed twice")));
+                    }
+                    if let Some((q, _)) = exact.iter().find(|(q, _)| nests(q, &p) || nests(&p, q)) {
+                        return Err(invalid(
+                            field("path"),
+                            format!(
+                                "{p:?} and {q:?} nest; managed cgroups must not contain each other \
+                                 (manage the leaves, or only the parent)"
+                            ),
+                        ));
+                    }
+                    depth = depth.max(p.split('/').count());
+                    exact.push((p, settings));
+                }
+                (None, Some(g)) => {
+                    let g = normalize(g).map_err(|m| invalid(field("glob"), m))?;
+                    let matcher = globset::GlobBuilder::new(&g)
+                        .literal_separator(true)
+                        .build()
+                        .map(|g: Glob| g.compile_matcher())
+                        .map_err(|e| invalid(field("glob"), e.to_string()))?;
+                    depth = depth.max(if g.contains("**") {
+                        16
+                    } else {
+                        g.split('/').count()
+                    });
+                    globs.push((matcher, g, settings));
+                }
+                _ => {
+                    return Err(invalid(
+                        format!("cgroup[{i}]"),
+                        "give exactly one of `path` or `glob`".into(),
+                    ));
+                }
+            }
+        }
+        Ok(Rules {
+            exact,
+            globs,
+            depth,
+        })
+    }
+}
+
+/// Trims slashes and rejects paths that would leave the root.
+fn normalize(p: &str) -> Result<String, String> {
+    let t = p.trim().trim_matches('/');
+    if t.is_empty() {
+        return Err("must name a cgroup below the root, not the root itself".into());
+    }
+    if t.split('/')
+        .any(|c| c.is_empty() || c == "." || c == ".." || c.contains('\0'))
+    {
+        return Err(format!(
+            "{p:?} must be a plain relative path without `.`, `..` or `//`"
+        ));
+    }
+    Ok(t.to_owned())
+}
+
+/// `true` when `child` lies strictly below `parent`.
+#[must_use]
+pub fn nests(parent: &str, child: &str) -> bool {
+    child.len() > parent.len()
+        && child.starts_with(parent)
+        && child.as_bytes()[parent.len()] == b'/'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<(Config, Rules), ConfigError> {
+        Config::parse(text, Path::new("test.toml"))
+    }
+
+    #[test]
+    fn defaults_are_sane() {
+        let (cfg, rules) = parse("").expect("empty config is valid");
+        assert_eq!(cfg.cgroup_root, PathBuf::from("/sys/fs/cgroup"));
+        assert_eq!(cfg.tick.0, Duration::from_secs(1));
+        assert!(cfg.enforce);
+        assert_eq!(cfg.capacity.mode, CapacityMode::Auto);
+        assert_eq!(rules.depth(), 0);
+    }
+
+    #[test]
+    fn full_config_parses() {
+        let (cfg, rules) = parse(
+            r#"
+            cgroup_root = "/tmp/cg"
+            tick = "500ms"
+            enforce = false
+            [capacity]
+            mode = "fixed"
+            fixed = "80%"
+            [[cgroup]]
+            path = "lab/c1"
+            weight = 3
+            min = "32M"
+            max = "1G"
+            [[cgroup]]
+            glob = "machine.slice/libpod-*.scope"
+            "#,
+        )
+        .expect("valid");
+        assert_eq!(cfg.tick.0, Duration::from_millis(500));
+        assert_eq!(cfg.capacity.fixed, Some(Amount::Percent(80.0)));
+        let s = rules.settings_for("lab/c1").expect("exact rule");
+        assert_eq!((s.weight, s.min, s.max), (3, 32 << 20, Some(1 << 30)));
+        let g = rules
+            .settings_for("machine.slice/libpod-abc.scope")
+            .expect("glob rule");
+        assert_eq!(g.weight, DEFAULT_WEIGHT);
+        assert!(
+            rules
+                .settings_for("machine.slice/x/libpod-abc.scope")
+                .is_none()
+        );
+        assert!(rules.settings_for("lab").is_none());
+        assert_eq!(rules.depth(), 2);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases = [
+            ("[[cgroup]]\npath = \"a\"\nweight = 0", "cgroup[0].weight"),
+            (
+                "[[cgroup]]\npath = \"a\"\nweight = 10001",
+                "cgroup[0].weight",
+            ),
+            ("[[cgroup]]\npath = \"../etc\"", "cgroup[0].path"),
+            ("[[cgroup]]\nweight = 3", "cgroup[0]"),
+            ("[[cgroup]]\npath = \"a\"\nglob = \"b\"", "cgroup[0]"),
+            (
+                "[[cgroup]]\npath = \"a\"\n[[cgroup]]\npath = \"a/b\"",
+                "nest",
+            ),
+            (
+                "[[cgroup]]\npath = \"a\"\nmin = \"2G\"\nmax = \"1G\"",
+                "cgroup[0].max",
+            ),
+            ("tick = \"0s\"", "tick"),
+            ("tick = \"soon\"", "duration"),
+            ("[capacity]\nmode = \"fixed\"", "capacity.fixed"),
+            ("[capacity]\nreserve = \"-5M\"", "reserve"),
+            ("[capacity]\nreserve = \"120%\"", "between 0% and 100%"),
+            ("bogus = 1", "bogus"),
+            ("log_level = \"loud\"", "log_level"),
+            ("cgroup_root = \"rel\"", "cgroup_root"),
+            ("[control]\nsocket = \"rel.sock\"", "control.socket"),
+            ("[control]\ngroup = \"\"", "control.group"),
+            ("[control]\nsock = \"/x\"", "sock"),
+            ("[metrics]\nlisten = \"localhost\"", "metrics.listen"),
+            ("[metrics]\nlisten = \"1.2.3.4:99999\"", "metrics.listen"),
+            ("[metrics]\nenabled = \"yes\"", "enabled"),
+        ];
+        for (text, want) in cases {
+            let err = parse(text).expect_err(text).to_string();
+            assert!(
+                err.contains(want),
+                "{text:?}: {err:?} does not mention {want:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn control_and_metrics_sections() {
+        let (cfg, _) = parse("").expect("defaults");
+        assert_eq!(
+            cfg.control.socket,
+            PathBuf::from("/run/memweight/memweightd.sock")
+        );
+        assert_eq!(cfg.control.group, None);
+        assert!(cfg.metrics.enabled);
+        assert_eq!(
+            cfg.metrics.address(),
+            Ok("127.0.0.1:9750".parse().expect("addr"))
+        );
+        let (cfg, _) = parse(
+            "[control]\nsocket = \"/tmp/m.sock\"\ngroup = \"memweight\"\n\
+             [metrics]\nlisten = \"[::1]:9100\"",
+        )
+        .expect("valid");
+        assert_eq!(cfg.control.group.as_deref(), Some("memweight"));
+        assert_eq!(cfg.metrics.address().map(|a| a.port()), Ok(9100));
+        // A disabled endpoint's address is not checked.
+        let (cfg, _) = parse("[metrics]\nenabled = false\nlisten = \"nowhere\"").expect("disabled");
+        assert!(!cfg.metrics.enabled);
+    }
+
+    #[test]
+    fn amount_percent_rounds_down() {
+        assert_eq!(Amount::Percent(50.0).of(1001), 500);
+        assert_eq!(Amount::Percent(100.0).of(u64::MAX), u64::MAX);
+        assert_eq!(Amount::Bytes(7).of(1), 7);
+        assert_eq!(parse_amount("512M"), Ok(Amount::Bytes(512 << 20)));
+    }
+
+    #[test]
+    fn nesting() {
+        assert!(nests("a", "a/b"));
+        assert!(!nests("a", "ab"));
+        assert!(!nests("a/b", "a"));
+        assert!(!nests("a", "a"));
+    }
+}

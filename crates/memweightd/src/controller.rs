@@ -1,0 +1,908 @@
+//! The control loop's state and one tick: discover, sample, compute, enforce.
+//!
+//! [`Controller`] is the single owner of the daemon's state. `main` calls [`Controller::tick`]
+//! on a timer and [`Controller::release_all`] on shutdown; everything else (the socket, the
+//! metrics endpoint) reads the [`TickReport`] it publishes. Writes that may block in kernel
+//! reclaim run on tokio's blocking pool, one job per cgroup, so a slow cgroup never stalls the
+//! others: a cgroup whose previous job is still running is skipped until it finishes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use memweight_cgroupfs::{CgroupFs, CgroupSample, HostSample, Limit, ProcFs, Reclaimed, Written};
+use memweight_policy::{CgroupInput, Level, Plan};
+use serde::Serialize;
+use tokio::task::JoinHandle;
+use tracing::{debug, error, info, warn};
+
+use crate::capacity::{self, HostView, PsiCut};
+use crate::config::{Amount, Config, Rules, Settings, nests};
+use crate::decide::{self, Knobs, Observed, Originals, Writes};
+use crate::state::{Original, Override, State, StateStore};
+
+/// Errors that stop the daemon from starting or running.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// The cgroup file system refused (not v2, no memory controller, I/O).
+    #[error(transparent)]
+    Cgroup(#[from] memweight_cgroupfs::Error),
+    /// The state file could not be read or written.
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
+    /// A configured cgroup exists but cannot be managed.
+    #[error("{path}: {message}")]
+    Unmanageable {
+        /// The cgroup.
+        path: String,
+        /// Why, and what to do.
+        message: String,
+    },
+}
+
+/// One managed cgroup.
+#[derive(Debug, Clone)]
+struct Managed {
+    settings: Settings,
+    originals: Originals,
+    reclaim_supported: bool,
+}
+
+/// The outcome of one cgroup's write job.
+#[derive(Debug)]
+struct JobResult {
+    path: String,
+    writes: Writes,
+    gone: bool,
+    reclaim_unsupported: bool,
+    errors: Vec<String>,
+}
+
+/// Per-cgroup line of a [`TickReport`].
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CgroupReport {
+    /// Path relative to the cgroup root.
+    pub path: String,
+    /// Effective weight.
+    pub weight: u32,
+    /// `true` when a runtime override sets the weight.
+    pub overridden: bool,
+    /// memory.current.
+    pub usage: u64,
+    /// EA.
+    pub expected: u64,
+    /// EX.
+    pub exceed: i64,
+    /// Water-filled target.
+    pub target: u64,
+    /// Entitlement (memory.low).
+    pub entitlement: u64,
+    /// Floor.
+    pub floor: u64,
+    /// Ceiling the policy put on memory.high (None: original).
+    pub ceiling: Option<u64>,
+    /// memory.high as read this tick (`None` = max).
+    pub high: Option<u64>,
+    /// memory.low as read this tick (`None` = max).
+    pub low: Option<u64>,
+    /// memory.swap.current.
+    pub swap: Option<u64>,
+    /// memory.pressure some avg10.
+    pub psi_some_avg10: Option<f64>,
+    /// memory.pressure full avg10.
+    pub psi_full_avg10: Option<f64>,
+    /// memory.events high.
+    pub events_high: u64,
+    /// memory.events max.
+    pub events_max: u64,
+    /// memory.events oom_kill.
+    pub events_oom_kill: u64,
+    /// Writes decided this tick (`None` fields: unchanged).
+    pub wrote_high: Option<String>,
+    /// memory.low written this tick.
+    pub wrote_low: Option<u64>,
+    /// Bytes asked of memory.reclaim this tick.
+    pub reclaim: Option<u64>,
+    /// `ok`, `busy` (a previous write still in the kernel) or `dry-run`.
+    pub state: &'static str,
+    /// The policy's reason.
+    pub reason: String,
+}
+
+/// What one tick saw and did; published for status, explain and metrics.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TickReport {
+    /// Tick counter since start.
+    pub tick: u64,
+    /// Pool capacity.
+    pub capacity: u64,
+    /// MemAvailable shortfall below the reserve.
+    pub shortfall: u64,
+    /// What host PSI took off the pool.
+    pub psi_cut: u64,
+    /// TU.
+    pub total_usage: u64,
+    /// TW.
+    pub total_weight: u64,
+    /// The policy saw pressure.
+    pub pressure: bool,
+    /// Floors alone exceed the pool.
+    pub overcommitted: bool,
+    /// Host MemTotal.
+    pub mem_total: u64,
+    /// Host MemAvailable.
+    pub mem_available: u64,
+    /// Host SwapFree.
+    pub swap_free: u64,
+    /// Host memory PSI some avg10.
+    pub host_psi_some_avg10: Option<f64>,
+    /// Host memory PSI full avg10.
+    pub host_psi_full_avg10: Option<f64>,
+    /// Whether writes are enforced.
+    pub enforce: bool,
+    /// How long the tick took, in microseconds.
+    pub duration_us: u64,
+    /// One line per managed cgroup, sorted by path.
+    pub cgroups: Vec<CgroupReport>,
+}
+
+/// Counters since start, for metrics.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Counters {
+    /// memory.high writes done.
+    pub writes_high: u64,
+    /// memory.low writes done.
+    pub writes_low: u64,
+    /// memory.reclaim writes done.
+    pub writes_reclaim: u64,
+    /// Bytes asked of memory.reclaim.
+    pub reclaim_bytes: u64,
+    /// Write errors.
+    pub write_errors: u64,
+    /// Read errors.
+    pub read_errors: u64,
+    /// Cgroups adopted.
+    pub adopted: u64,
+    /// Cgroups released (restored) or vanished.
+    pub released: u64,
+}
+
+/// The daemon's state and its control loop.
+pub struct Controller {
+    cfg: Config,
+    rules: Rules,
+    fs: Arc<CgroupFs>,
+    proc: ProcFs,
+    store: StateStore,
+    state: State,
+    managed: BTreeMap<String, Managed>,
+    jobs: BTreeMap<String, JoinHandle<JobResult>>,
+    warned: BTreeSet<String>,
+    psi_cut: PsiCut,
+    stopping: Arc<AtomicBool>,
+    ticks: u64,
+    counters: Counters,
+    last: Option<TickReport>,
+    last_originals: BTreeMap<String, Originals>,
+}
+
+impl Controller {
+    /// Checks the cgroup root and the configured cgroups and loads the persisted state.
+    ///
+    /// Refuses to start when the root is not cgroup v2, the memory controller is off, or a
+    /// configured cgroup that exists has no memory controller.
+    pub fn new(cfg: Config, rules: Rules) -> Result<Self, ControlError> {
+        let fs = CgroupFs::new(&cfg.cgroup_root)?;
+        fs.check_v2()?;
+        for path in rules.exact_paths() {
+            if fs.resolve(path)?.is_dir() && !fs.memory_enabled_for(path)? {
+                return Err(ControlError::Unmanageable {
+                    path: path.to_owned(),
+                    message: no_memory_controller(path),
+                });
+            }
+        }
+        let proc = ProcFs::new(&cfg.proc_root);
+        let store = StateStore::new(&cfg.state_dir);
+        let state = store.load()?;
+        Ok(Controller {
+            cfg,
+            rules,
+            fs: Arc::new(fs),
+            proc,
+            store,
+            state,
+            managed: BTreeMap::new(),
+            jobs: BTreeMap::new(),
+            warned: BTreeSet::new(),
+            psi_cut: PsiCut::default(),
+            stopping: Arc::new(AtomicBool::new(false)),
+            ticks: 0,
+            counters: Counters::default(),
+            last: None,
+            last_originals: BTreeMap::new(),
+        })
+    }
+
+    /// The configuration in force.
+    #[must_use]
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The last tick's report.
+    #[must_use]
+    pub fn last_report(&self) -> Option<&TickReport> {
+        self.last.as_ref()
+    }
+
+    /// Counters since start.
+    #[must_use]
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Paths managed now.
+    pub fn managed_paths(&self) -> impl Iterator<Item = &str> {
+        self.managed.keys().map(String::as_str)
+    }
+
+    /// The settings a rule gives `path` (before runtime overrides), if a rule names it.
+    #[must_use]
+    pub fn configured(&self, path: &str) -> Option<Settings> {
+        self.rules.settings_for(path)
+    }
+
+    /// Runtime override for `path`.
+    #[must_use]
+    pub fn override_for(&self, path: &str) -> Option<Override> {
+        self.state.overrides.get(path).copied()
+    }
+
+    /// All runtime overrides, by cgroup path.
+    pub fn overrides(&self) -> impl Iterator<Item = (&str, &Override)> {
+        self.state.overrides.iter().map(|(p, o)| (p.as_str(), o))
+    }
+
+    /// Whether `path` is managed now.
+    #[must_use]
+    pub fn is_managed(&self, path: &str) -> bool {
+        self.managed.contains_key(path)
+    }
+
+    /// Sets a runtime override; it takes effect at the next tick and is persisted.
+    pub fn set_override(&mut self, path: &str, ov: Override) -> Result<(), ControlError> {
+        self.state.overrides.insert(path.to_owned(), ov);
+        self.persist()
+    }
+
+    /// Removes a runtime override; returns whether there was one.
+    pub fn unset_override(&mut self, path: &str) -> Result<bool, ControlError> {
+        let had = self.state.overrides.remove(path).is_some();
+        if had {
+            self.persist()?;
+        }
+        Ok(had)
+    }
+
+    /// Replaces the configuration (reload). Cgroups that stay managed keep their originals;
+    /// those no longer named are released at the next tick.
+    pub fn reload(&mut self, cfg: Config, rules: Rules) -> Result<(), ControlError> {
+        let fs = CgroupFs::new(&cfg.cgroup_root)?;
+        fs.check_v2()?;
+        if cfg.cgroup_root != self.cfg.cgroup_root {
+            // A new root makes the recorded paths meaningless: let go of everything first.
+            self.release_all_now();
+            self.fs = Arc::new(fs);
+        }
+        self.proc = ProcFs::new(&cfg.proc_root);
+        self.cfg = cfg;
+        self.rules = rules;
+        self.warned.clear();
+        Ok(())
+    }
+
+    fn settings(&self, path: &str) -> Option<Settings> {
+        let mut s = self.rules.settings_for(path)?;
+        if let Some(ov) = self.state.overrides.get(path) {
+            s.weight = ov.weight;
+            if ov.min.is_some() {
+                s.min = ov.min.unwrap_or(0);
+            }
+            if ov.max.is_some() {
+                s.max = ov.max;
+            }
+        }
+        Some(s)
+    }
+
+    fn persist(&mut self) -> Result<(), ControlError> {
+        if self.cfg.enforce {
+            self.store.save(&self.state)?;
+        }
+        Ok(())
+    }
+
+    fn warn_once(&mut self, key: &str, f: impl FnOnce()) {
+        if self.warned.insert(key.to_owned()) {
+            f();
+        }
+    }
+
+    /// The cgroups the rules name now, with nested ones left out (and reported once).
+    fn discover(&mut self) -> Vec<(String, Settings)> {
+        let mut found: BTreeSet<String> = self.rules.exact_paths().map(str::to_owned).collect();
+        if self.rules.depth() > 0 {
+            match self.fs.walk(self.rules.depth()) {
+                Ok(all) => found.extend(
+                    all.into_iter()
+                        .filter(|p| self.rules.settings_for(p).is_some()),
+                ),
+                Err(e) => {
+                    self.counters.read_errors += 1;
+                    warn!(error = %e, "cgroup discovery failed; keeping the managed set as it was");
+                    return self
+                        .managed
+                        .iter()
+                        .map(|(p, m)| (p.clone(), self.settings(p).unwrap_or(m.settings)))
+                        .collect();
+                }
+            }
+        }
+        let mut out: Vec<(String, Settings)> = Vec::new();
+        for path in found {
+            if let Some(outer) = out
+                .iter()
+                .find(|(o, _)| nests(o, &path))
+                .map(|(o, _)| o.clone())
+            {
+                self.warn_once(&format!("nest:{path}"), || {
+                    error!(cgroup = %path, inside = %outer,
+                        "not managing a cgroup nested inside another managed cgroup; \
+                         make the rules name only one level");
+                });
+                continue;
+            }
+            if let Some(s) = self.settings(&path) {
+                out.push((path, s));
+            }
+        }
+        out
+    }
+
+    fn adopt(
+        &mut self,
+        path: &str,
+        settings: Settings,
+        sample: &CgroupSample,
+    ) -> Result<(), ControlError> {
+        let originals = match self.state.originals.get(path) {
+            // Adopted before a restart: what the file says now may be our own write.
+            Some(o) => parse_original(o),
+            None => {
+                let o = Originals {
+                    high: sample.high,
+                    low: sample.low,
+                };
+                self.state.originals.insert(
+                    path.to_owned(),
+                    Original {
+                        high: o.high.to_string(),
+                        low: o.low.to_string(),
+                    },
+                );
+                self.persist()?;
+                o
+            }
+        };
+        info!(cgroup = %path, weight = settings.weight, original_high = %originals.high,
+            original_low = %originals.low, "adopted cgroup");
+        self.counters.adopted += 1;
+        self.managed.insert(
+            path.to_owned(),
+            Managed {
+                settings,
+                originals,
+                reclaim_supported: true,
+            },
+        );
+        Ok(())
+    }
+
+    /// Restores one cgroup's originals and forgets it.
+    fn release(&mut self, path: &str) {
+        if let Some(m) = self.managed.remove(path) {
+            if self.cfg.enforce {
+                restore(&self.fs, path, &m.originals);
+            }
+            info!(cgroup = %path, "released cgroup; original limits restored");
+            self.counters.released += 1;
+        }
+        self.state.originals.remove(path);
+    }
+
+    async fn collect_jobs(&mut self, wait: Duration) {
+        {
+            let deadline = tokio::time::Instant::now() + wait;
+            let paths: Vec<String> = self.jobs.keys().cloned().collect();
+            for path in paths {
+                let Some(handle) = self.jobs.get_mut(&path) else {
+                    continue;
+                };
+                let res = if handle.is_finished() {
+                    handle.await
+                } else {
+                    match tokio::time::timeout_at(deadline, &mut *handle).await {
+                        Ok(r) => r,
+                        Err(_) => continue,
+                    }
+                };
+                self.jobs.remove(&path);
+                match res {
+                    Ok(r) => self.absorb(r),
+                    Err(e) => {
+                        self.counters.write_errors += 1;
+                        error!(cgroup = %path, error = %e, "write job failed");
+                    }
+                }
+            }
+        }
+    }
+
+    fn absorb(&mut self, r: JobResult) {
+        if r.writes.high.is_some() {
+            self.counters.writes_high += 1;
+        }
+        if r.writes.low.is_some() {
+            self.counters.writes_low += 1;
+        }
+        if let Some(b) = r.writes.reclaim {
+            self.counters.writes_reclaim += 1;
+            self.counters.reclaim_bytes += b;
+        }
+        self.counters.write_errors += r.errors.len() as u64;
+        for e in &r.errors {
+            warn!(cgroup = %r.path, error = %e, "write failed");
+        }
+        if r.reclaim_unsupported
+            && let Some(m) = self.managed.get_mut(&r.path)
+        {
+            m.reclaim_supported = false;
+            info!(cgroup = %r.path, "memory.reclaim not supported here; using memory.high alone");
+        }
+        if r.gone {
+            debug!(cgroup = %r.path, "cgroup vanished during a write");
+        }
+    }
+
+    /// Runs one tick. Errors on single cgroups are logged and counted, never fatal.
+    pub async fn tick(&mut self) -> Result<&TickReport, ControlError> {
+        let started = Instant::now();
+        self.ticks += 1;
+        self.collect_jobs(Duration::ZERO).await;
+
+        // Discover: adopt new cgroups, release those no longer named.
+        let wanted = self.discover();
+        let wanted_set: BTreeSet<&str> = wanted.iter().map(|(p, _)| p.as_str()).collect();
+        let leaving: Vec<String> = self
+            .managed
+            .keys()
+            .filter(|p| !wanted_set.contains(p.as_str()) && !self.jobs.contains_key(*p))
+            .cloned()
+            .collect();
+        for p in leaving {
+            self.release(&p);
+        }
+        // Recorded by an earlier run (killed before it could restore) but not named now.
+        let stale: Vec<(String, Original)> = self
+            .state
+            .originals
+            .iter()
+            .filter(|(p, _)| !wanted_set.contains(p.as_str()) && !self.managed.contains_key(*p))
+            .map(|(p, o)| (p.clone(), o.clone()))
+            .collect();
+        if !stale.is_empty() {
+            for (p, o) in &stale {
+                if self.cfg.enforce {
+                    restore(&self.fs, p, &parse_original(o));
+                }
+                info!(cgroup = %p, "restored limits recorded by an earlier run");
+                self.state.originals.remove(p);
+            }
+            self.persist()?;
+        }
+
+        // Sample.
+        let mut rows: Vec<(String, Settings, CgroupSample)> = Vec::with_capacity(wanted.len());
+        let mut vanished = Vec::new();
+        for (path, settings) in wanted {
+            match self.fs.sample(&path) {
+                Ok(Some(s)) => {
+                    if !self.managed.contains_key(&path) {
+                        self.adopt(&path, settings, &s)?;
+                    }
+                    if let Some(m) = self.managed.get_mut(&path) {
+                        m.settings = settings;
+                    }
+                    rows.push((path, settings, s));
+                }
+                Ok(None) if self.managed.contains_key(&path) => vanished.push(path),
+                Ok(None) => {
+                    // Not there yet (an exact path), or there without the memory controller.
+                    let exists = self.fs.resolve(&path).is_ok_and(|d| d.is_dir());
+                    if exists && !self.fs.memory_enabled_for(&path).unwrap_or(true) {
+                        self.warn_once(&format!("nomem:{path}"), || {
+                            error!(cgroup = %path, "{}", no_memory_controller(&path));
+                        });
+                    }
+                }
+                Err(e) => {
+                    self.counters.read_errors += 1;
+                    self.warn_once(&format!("read:{path}"), || {
+                        warn!(cgroup = %path, error = %e, "cannot sample cgroup; skipping it");
+                    });
+                }
+            }
+        }
+        let mut state_changed = false;
+        for path in vanished {
+            if self.managed.remove(&path).is_some() {
+                info!(cgroup = %path, "cgroup vanished; dropped");
+                self.counters.released += 1;
+            }
+            state_changed |= self.state.originals.remove(&path).is_some();
+        }
+        if state_changed {
+            self.persist()?;
+        }
+
+        let host = match self.proc.host() {
+            Ok(h) => h,
+            Err(e) => {
+                self.counters.read_errors += 1;
+                warn!(error = %e, "cannot read host memory state; skipping this tick");
+                return Err(e.into());
+            }
+        };
+
+        let report = self.compute_and_enforce(&rows, &host).await;
+        let mut report = report;
+        report.duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.last = Some(report);
+        Ok(self.last.as_ref().expect("just set"))
+    }
+
+    async fn compute_and_enforce(
+        &mut self,
+        rows: &[(String, Settings, CgroupSample)],
+        host: &HostSample,
+    ) -> TickReport {
+        let total_usage: u64 = rows.iter().map(|(_, _, s)| s.current).sum();
+        let (cap, next_cut) = capacity::capacity(
+            &self.cfg.capacity,
+            &HostView {
+                mem_total: host.mem_total,
+                mem_available: host.mem_available,
+                psi_some_avg10: host.psi.as_ref().map(|p| p.some.avg10),
+                total_usage,
+            },
+            self.psi_cut,
+        );
+        self.psi_cut = next_cut;
+
+        let observed: Vec<Observed> = rows.iter().map(|(_, _, s)| observe(s)).collect();
+        let floors: Vec<u64> = rows
+            .iter()
+            .zip(&observed)
+            .map(|((_, st, _), o)| {
+                decide::floor(st.min, o, host.swap_free, self.cfg.min_floor.bytes())
+            })
+            .collect();
+        let inputs: Vec<CgroupInput> = rows
+            .iter()
+            .zip(&floors)
+            .map(|((p, st, s), f)| {
+                let original = self.managed.get(p).map_or(Limit::Max, |m| m.originals.high);
+                CgroupInput {
+                    name: p.clone(),
+                    usage: s.current,
+                    weight: st.weight,
+                    floor: *f,
+                    max: st.max,
+                    demand: hidden_demand(s, cap.bytes, original),
+                }
+            })
+            .collect();
+        let plan = match memweight_policy::plan(cap.bytes, &inputs) {
+            Ok(p) => p,
+            Err(e) => {
+                // Inputs are validated by the config and the protocol; this is a bug.
+                error!(error = %e, "policy rejected its inputs; no writes this tick");
+                empty_plan(cap.bytes, &inputs)
+            }
+        };
+
+        let mut reports = Vec::with_capacity(rows.len());
+        for (i, (path, st, s)) in rows.iter().enumerate() {
+            let d = &plan.decisions[i];
+            let level = match plan.level {
+                Level::Exact { .. } => plan.level.share(st.weight),
+                // The floors alone overfill the pool: everyone is held at its floor.
+                Level::Floors => Some(0),
+                Level::Unconstrained => None,
+            };
+            let ceiling = decide::ceiling(d, level, floors[i], st.max);
+            let Some(m) = self.managed.get(path) else {
+                continue;
+            };
+            let knobs = Knobs {
+                min_floor: self.cfg.min_floor.bytes(),
+                max_step: max_step(self.cfg.max_step, s.current),
+                reclaim: self.cfg.reclaim && m.reclaim_supported,
+            };
+            let writes = decide::decide(
+                &observed[i],
+                &m.originals,
+                ceiling,
+                d.entitlement,
+                floors[i],
+                &knobs,
+            );
+            let busy = self.jobs.contains_key(path);
+            let state = if !self.cfg.enforce {
+                "dry-run"
+            } else if busy {
+                "busy"
+            } else {
+                "ok"
+            };
+            if !writes.is_empty() {
+                debug!(cgroup = %path, usage = s.current, target = d.target, ceiling = ?ceiling,
+                    high = ?writes.high.map(|h| h.to_string()), low = ?writes.low.map(|l| l.to_string()),
+                    reclaim = ?writes.reclaim, state, "decided writes");
+            }
+            if self.cfg.enforce && !busy && !writes.is_empty() {
+                let fs = Arc::clone(&self.fs);
+                let stopping = Arc::clone(&self.stopping);
+                let p = path.clone();
+                self.jobs.insert(
+                    path.clone(),
+                    tokio::task::spawn_blocking(move || apply(&fs, &p, writes, &stopping)),
+                );
+            }
+            reports.push(CgroupReport {
+                path: path.clone(),
+                weight: st.weight,
+                overridden: self.state.overrides.contains_key(path),
+                usage: s.current,
+                expected: d.expected,
+                exceed: d.exceed,
+                target: d.target,
+                entitlement: d.entitlement,
+                floor: floors[i],
+                ceiling,
+                high: s.high.bytes(),
+                low: s.low.bytes(),
+                swap: s.swap_current,
+                psi_some_avg10: s.pressure.as_ref().map(|p| p.some.avg10),
+                psi_full_avg10: s
+                    .pressure
+                    .as_ref()
+                    .and_then(|p| p.full.as_ref())
+                    .map(|f| f.avg10),
+                events_high: s.events.high,
+                events_max: s.events.max,
+                events_oom_kill: s.events.oom_kill,
+                wrote_high: writes.high.map(|h| h.to_string()),
+                wrote_low: writes.low.and_then(Limit::bytes),
+                reclaim: writes.reclaim,
+                state,
+                reason: d.reason.to_string(),
+            });
+        }
+        // Give quick writes a chance to land within this tick; slow ones are picked up later.
+        self.collect_jobs(self.cfg.tick.0 / 2).await;
+
+        TickReport {
+            tick: self.ticks,
+            capacity: cap.bytes,
+            shortfall: cap.shortfall,
+            psi_cut: cap.psi_cut,
+            total_usage: plan.total_usage,
+            total_weight: plan.total_weight,
+            pressure: plan.pressure,
+            overcommitted: plan.overcommitted,
+            mem_total: host.mem_total,
+            mem_available: host.mem_available,
+            swap_free: host.swap_free,
+            host_psi_some_avg10: host.psi.as_ref().map(|p| p.some.avg10),
+            host_psi_full_avg10: host
+                .psi
+                .as_ref()
+                .and_then(|p| p.full.as_ref())
+                .map(|f| f.avg10),
+            enforce: self.cfg.enforce,
+            duration_us: 0,
+            cgroups: reports,
+        }
+    }
+
+    /// Restores every managed cgroup's original limits (shutdown).
+    ///
+    /// Write jobs still in the kernel are told to stop before their next write and waited for
+    /// (bounded); a job that lands its write after the restore is followed by a second restore
+    /// of that cgroup.
+    pub async fn release_all(&mut self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        self.collect_jobs(Duration::from_secs(3)).await;
+        self.release_all_now();
+        if !self.jobs.is_empty() {
+            warn!(
+                cgroups = self.jobs.len(),
+                "write jobs still blocked in the kernel; waiting up to 10s"
+            );
+            let late: Vec<(String, JoinHandle<JobResult>)> =
+                std::mem::take(&mut self.jobs).into_iter().collect();
+            for (path, handle) in late {
+                if let Ok(Ok(r)) = tokio::time::timeout(Duration::from_secs(10), handle).await
+                    && r.writes.high.is_some()
+                    && let Some(o) = self.last_originals.remove(&path)
+                {
+                    restore(&self.fs, &path, &o);
+                }
+            }
+        }
+        if let Err(e) = self.persist() {
+            error!(error = %e, "could not record the released state");
+        }
+    }
+
+    fn release_all_now(&mut self) {
+        let paths: Vec<String> = self.managed.keys().cloned().collect();
+        for p in paths {
+            if let Some(m) = self.managed.get(&p) {
+                self.last_originals.insert(p.clone(), m.originals);
+            }
+            self.release(&p);
+        }
+    }
+}
+
+fn parse_original(o: &Original) -> Originals {
+    Originals {
+        high: memweight_cgroupfs::parse::limit(&o.high).unwrap_or(Limit::Max),
+        low: memweight_cgroupfs::parse::limit(&o.low).unwrap_or(Limit::Bytes(0)),
+    }
+}
+
+fn no_memory_controller(path: &str) -> String {
+    let parent = path.rsplit_once('/').map_or("", |(p, _)| p);
+    format!(
+        "the memory controller is not enabled for this cgroup; enable it in its parent with \
+         `echo +memory > <cgroup root>/{parent}/cgroup.subtree_control`"
+    )
+}
+
+fn observe(s: &CgroupSample) -> Observed {
+    Observed {
+        usage: s.current,
+        swap_backed: s.stat.anon.saturating_add(s.stat.shmem),
+        swap_current: s.swap_current,
+        swap_max: s.swap_max,
+        high: s.high,
+        low: s.low,
+    }
+}
+
+fn max_step(step: Amount, usage: u64) -> u64 {
+    step.of(usage).max(decide::PAGE)
+}
+
+fn empty_plan(capacity: u64, inputs: &[CgroupInput]) -> Plan {
+    Plan {
+        capacity,
+        total_usage: inputs.iter().map(|i| i.usage).sum(),
+        total_weight: inputs.iter().map(|i| u64::from(i.weight)).sum(),
+        pressure: false,
+        overcommitted: false,
+        decisions: inputs
+            .iter()
+            .map(|i| memweight_policy::Decision {
+                name: i.name.clone(),
+                usage: i.usage,
+                weight: i.weight,
+                expected: i.usage,
+                exceed: 0,
+                target: i.usage,
+                reclaim: 0,
+                entitlement: 0,
+                reason: memweight_policy::Reason::NoPressure,
+            })
+            .collect(),
+        level: Level::Unconstrained,
+    }
+}
+
+/// A cgroup held at its `memory.high` uses no more than the limit, so its usage hides what it
+/// wants. Such a cgroup is given a demand of the whole pool (capped by its original limit), so
+/// that memory freed elsewhere flows back to it by weight, and pressure is not declared over
+/// merely because the throttle works.
+fn hidden_demand(s: &CgroupSample, capacity: u64, original: Limit) -> Option<u64> {
+    let Limit::Bytes(high) = s.high else {
+        return None;
+    };
+    let slack = (high / 32).max(THROTTLE_SLACK);
+    if s.current.saturating_add(slack) < high {
+        return None;
+    }
+    let cap = original.bytes().unwrap_or(u64::MAX);
+    Some(capacity.max(s.current).min(cap).max(s.current))
+}
+
+/// A cgroup within this many bytes (or 1/32) of its memory.high counts as held by it.
+const THROTTLE_SLACK: u64 = 4 << 20;
+
+/// Writes one cgroup's limits, high before low before reclaim; runs on the blocking pool.
+fn apply(fs: &CgroupFs, path: &str, writes: Writes, stopping: &AtomicBool) -> JobResult {
+    let mut r = JobResult {
+        path: path.to_owned(),
+        writes: Writes::default(),
+        gone: false,
+        reclaim_unsupported: false,
+        errors: Vec::new(),
+    };
+    let done = |res: Result<Written, memweight_cgroupfs::Error>, r: &mut JobResult| match res {
+        Ok(Written::Done) => true,
+        Ok(Written::Gone) => {
+            r.gone = true;
+            false
+        }
+        Err(e) => {
+            r.errors.push(e.to_string());
+            false
+        }
+    };
+    if let Some(h) = writes.high {
+        if stopping.load(Ordering::SeqCst) {
+            return r;
+        }
+        if done(fs.write_high(path, h), &mut r) {
+            r.writes.high = Some(h);
+        }
+    }
+    if let Some(l) = writes.low
+        && !r.gone
+    {
+        if stopping.load(Ordering::SeqCst) {
+            return r;
+        }
+        if done(fs.write_low(path, l), &mut r) {
+            r.writes.low = Some(l);
+        }
+    }
+    if let Some(bytes) = writes.reclaim
+        && !r.gone
+        && !stopping.load(Ordering::SeqCst)
+    {
+        match fs.reclaim(path, bytes) {
+            Ok(Reclaimed::Done | Reclaimed::Partial) => r.writes.reclaim = Some(bytes),
+            Ok(Reclaimed::Gone) => r.gone = true,
+            Ok(Reclaimed::Unsupported) => r.reclaim_unsupported = true,
+            Err(e) => r.errors.push(e.to_string()),
+        }
+    }
+    r
+}
+
+/// Writes a cgroup's original memory.high and memory.low back; a vanished cgroup is fine.
+fn restore(fs: &CgroupFs, path: &str, o: &Originals) {
+    for (file, res) in [
+        ("memory.high", fs.write_high(path, o.high)),
+        ("memory.low", fs.write_low(path, o.low)),
+    ] {
+        if let Err(e) = res {
+            error!(cgroup = %path, file, error = %e, "could not restore the original limit");
+        }
+    }
+}

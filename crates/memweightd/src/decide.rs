@@ -1,0 +1,379 @@
+//! From a policy decision to the control-file values for one cgroup.
+//!
+//! Pure: no file system, no clock. The policy says how much memory each cgroup should hold;
+//! this module turns that into `memory.high`, `memory.low` and `memory.reclaim` values while
+//! keeping the daemon's safety rules:
+//!
+//! * `memory.high` is never below the cgroup's floor (configured `min`, what cannot be reclaimed
+//!   because there is no swap room for it, and an absolute minimum);
+//! * it drops by at most `max_step` per tick (raising is never limited);
+//! * it never goes above the value the cgroup had when adopted (the operator's own limit);
+//! * values are page-aligned, and only values that differ from the kernel's are written.
+
+use memweight_cgroupfs::Limit;
+use memweight_policy::Decision;
+
+/// Page size used to align written values.
+pub const PAGE: u64 = 4096;
+/// `memory.low` is written in steps of this many bytes, so that usage drifting by a few pages
+/// does not cause a write every tick.
+pub const LOW_GRANULE: u64 = 4 << 20;
+
+/// What the daemon knows about one cgroup this tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Observed {
+    /// memory.current.
+    pub usage: u64,
+    /// Anonymous plus shared-memory bytes (from memory.stat): what only swap can take.
+    pub swap_backed: u64,
+    /// memory.swap.current, when the kernel accounts swap.
+    pub swap_current: Option<u64>,
+    /// memory.swap.max, when the kernel accounts swap.
+    pub swap_max: Option<Limit>,
+    /// memory.high as read this tick.
+    pub high: Limit,
+    /// memory.low as read this tick.
+    pub low: Limit,
+}
+
+/// The cgroup's limits when adopted: never exceeded, restored when the daemon lets go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Originals {
+    /// memory.high at adoption.
+    pub high: Limit,
+    /// memory.low at adoption.
+    pub low: Limit,
+}
+
+/// Knobs from the config that shape the writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Knobs {
+    /// Absolute minimum floor and headroom above unreclaimable memory.
+    pub min_floor: u64,
+    /// Largest drop of memory.high this tick, already resolved for this cgroup.
+    pub max_step: u64,
+    /// Whether memory.reclaim may be used.
+    pub reclaim: bool,
+}
+
+/// Writes wanted for one cgroup; `None` leaves a file alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Writes {
+    /// New memory.high.
+    pub high: Option<Limit>,
+    /// New memory.low.
+    pub low: Option<Limit>,
+    /// Bytes to ask memory.reclaim for (after the memory.high write).
+    pub reclaim: Option<u64>,
+}
+
+impl Writes {
+    /// `true` when nothing is to be written.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.high.is_none() && self.low.is_none() && self.reclaim.is_none()
+    }
+}
+
+/// The floor below which memory.high is never set.
+///
+/// `max(min, unreclaimable + min_floor)`, where unreclaimable is the swap-backed memory
+/// (anon + shmem) that neither the host's free swap nor the cgroup's swap limit has room for.
+#[must_use]
+pub fn floor(min: u64, obs: &Observed, host_swap_free: u64, min_floor: u64) -> u64 {
+    let cgroup_room = match (obs.swap_max, obs.swap_current) {
+        (Some(Limit::Bytes(max)), cur) => max.saturating_sub(cur.unwrap_or(0)),
+        _ => u64::MAX,
+    };
+    let swap_room = host_swap_free.min(cgroup_room);
+    let unreclaimable = obs.swap_backed.saturating_sub(swap_room);
+    min.max(unreclaimable.saturating_add(min_floor))
+}
+
+/// Decides the writes for one cgroup.
+///
+/// `ceiling` is where the policy wants memory.high this tick (`None`: no limit from the
+/// policy, so memory.high goes back to its original value); `entitlement` is the policy's
+/// memory.low; `floor` from [`floor`].
+#[must_use]
+pub fn decide(
+    obs: &Observed,
+    orig: &Originals,
+    ceiling: Option<u64>,
+    entitlement: u64,
+    floor: u64,
+    knobs: &Knobs,
+) -> Writes {
+    let mut w = Writes::default();
+
+    // memory.high
+    let orig_high = orig.high.bytes().unwrap_or(u64::MAX);
+    let want_high = match ceiling {
+        Some(c) if c < orig_high => {
+            let base = match obs.high {
+                Limit::Bytes(h) => h.min(obs.usage),
+                Limit::Max => obs.usage,
+            };
+            // Lowering is limited per tick; raising (c above base) is immediate.
+            let stepped = c.max(base.saturating_sub(knobs.max_step));
+            let v = round_up(stepped.max(floor)).min(orig_high.max(round_up(floor)));
+            Limit::Bytes(v)
+        }
+        _ => orig.high,
+    };
+    if want_high != obs.high {
+        w.high = Some(want_high);
+    }
+
+    // memory.low: the entitlement, never above the memory.high being set.
+    let high_bytes = want_high.bytes().unwrap_or(u64::MAX);
+    let low = (entitlement / LOW_GRANULE * LOW_GRANULE).min(high_bytes);
+    let want_low = Limit::Bytes(low);
+    if want_low != obs.low {
+        w.low = Some(want_low);
+    }
+
+    // memory.reclaim: usage that stayed above a limit we already set (the workload outran the
+    // throttle) is taken back exactly, without throttling it further.
+    if knobs.reclaim
+        && let (Limit::Bytes(cur), Limit::Bytes(new)) = (obs.high, want_high)
+        && new <= cur
+    {
+        let over = obs.usage.saturating_sub(new);
+        if over > (obs.usage / 50).max(2 << 20) {
+            w.reclaim = Some(over.min(knobs.max_step.max(PAGE)));
+        }
+    }
+    w
+}
+
+/// The ceiling the policy puts on a cgroup this tick: its water level under pressure (clamped
+/// to its floor and configured max), or its configured max when that is below its usage.
+#[must_use]
+pub fn ceiling(d: &Decision, level: Option<u64>, floor: u64, max: Option<u64>) -> Option<u64> {
+    let cap = max.unwrap_or(u64::MAX);
+    match level {
+        Some(l) => Some(l.max(floor).min(cap.max(floor))),
+        None if d.usage > cap => Some(cap.max(floor)),
+        None => None,
+    }
+}
+
+fn round_up(v: u64) -> u64 {
+    v.div_ceil(PAGE).saturating_mul(PAGE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn obs(usage: u64, high: Limit) -> Observed {
+        Observed {
+            usage,
+            swap_backed: usage,
+            swap_current: Some(0),
+            swap_max: Some(Limit::Max),
+            high,
+            low: Limit::Bytes(0),
+        }
+    }
+
+    fn orig() -> Originals {
+        Originals {
+            high: Limit::Max,
+            low: Limit::Bytes(0),
+        }
+    }
+
+    fn knobs() -> Knobs {
+        Knobs {
+            min_floor: 16 * MIB,
+            max_step: 50 * MIB,
+            reclaim: true,
+        }
+    }
+
+    #[test]
+    fn floor_counts_anon_that_swap_cannot_take() {
+        let o = obs(300 * MIB, Limit::Max);
+        assert_eq!(floor(0, &o, 1 << 40, 16 * MIB), 16 * MIB, "plenty of swap");
+        assert_eq!(
+            floor(0, &o, 0, 16 * MIB),
+            316 * MIB,
+            "no swap: all anon stays"
+        );
+        assert_eq!(floor(0, &o, 100 * MIB, 16 * MIB), 216 * MIB);
+        let capped = Observed {
+            swap_max: Some(Limit::Bytes(50 * MIB)),
+            swap_current: Some(20 * MIB),
+            ..o
+        };
+        assert_eq!(
+            floor(0, &capped, 1 << 40, 0),
+            270 * MIB,
+            "cgroup swap.max binds"
+        );
+        assert_eq!(
+            floor(400 * MIB, &o, 1 << 40, 16 * MIB),
+            400 * MIB,
+            "configured min"
+        );
+    }
+
+    #[test]
+    fn lowering_is_step_limited_and_page_aligned() {
+        let w = decide(
+            &obs(300 * MIB, Limit::Max),
+            &orig(),
+            Some(100 * MIB),
+            100 * MIB,
+            16 * MIB,
+            &knobs(),
+        );
+        assert_eq!(w.high, Some(Limit::Bytes(250 * MIB)));
+        let w = decide(
+            &obs(260 * MIB, Limit::Bytes(250 * MIB)),
+            &orig(),
+            Some(100 * MIB),
+            0,
+            16 * MIB,
+            &knobs(),
+        );
+        assert_eq!(w.high, Some(Limit::Bytes(200 * MIB)));
+        let w = decide(
+            &obs(120 * MIB, Limit::Bytes(150 * MIB)),
+            &orig(),
+            Some(100 * MIB + 5),
+            0,
+            0,
+            &knobs(),
+        );
+        assert_eq!(w.high, Some(Limit::Bytes(100 * MIB + PAGE)));
+    }
+
+    #[test]
+    fn never_below_floor_never_above_original() {
+        let w = decide(
+            &obs(300 * MIB, Limit::Bytes(100 * MIB)),
+            &orig(),
+            Some(10 * MIB),
+            0,
+            90 * MIB,
+            &knobs(),
+        );
+        assert_eq!(w.high, Some(Limit::Bytes(90 * MIB)));
+        let o = Originals {
+            high: Limit::Bytes(200 * MIB),
+            low: Limit::Bytes(0),
+        };
+        let w = decide(
+            &obs(150 * MIB, Limit::Bytes(200 * MIB)),
+            &o,
+            Some(500 * MIB),
+            0,
+            0,
+            &knobs(),
+        );
+        assert_eq!(
+            w.high, None,
+            "already at the original, which caps the level"
+        );
+    }
+
+    #[test]
+    fn raising_is_immediate_and_no_ceiling_restores_original() {
+        let w = decide(
+            &obs(100 * MIB, Limit::Bytes(100 * MIB)),
+            &orig(),
+            Some(300 * MIB),
+            0,
+            0,
+            &knobs(),
+        );
+        assert_eq!(w.high, Some(Limit::Bytes(300 * MIB)));
+        let w = decide(
+            &obs(100 * MIB, Limit::Bytes(100 * MIB)),
+            &orig(),
+            None,
+            0,
+            0,
+            &knobs(),
+        );
+        assert_eq!(w.high, Some(Limit::Max));
+    }
+
+    #[test]
+    fn only_changes_are_written() {
+        let mut o = obs(100 * MIB, Limit::Max);
+        o.low = Limit::Bytes(100 * MIB);
+        let w = decide(&o, &orig(), None, 100 * MIB + 3 * MIB, 0, &knobs());
+        assert!(w.is_empty(), "{w:?}");
+    }
+
+    #[test]
+    fn low_is_granular_and_below_high() {
+        let w = decide(
+            &obs(300 * MIB, Limit::Max),
+            &orig(),
+            Some(100 * MIB),
+            290 * MIB,
+            0,
+            &knobs(),
+        );
+        assert_eq!(w.low, Some(Limit::Bytes(250 * MIB)));
+        let w = decide(
+            &obs(30 * MIB, Limit::Max),
+            &orig(),
+            None,
+            30 * MIB + 1,
+            0,
+            &knobs(),
+        );
+        assert_eq!(w.low, Some(Limit::Bytes(28 * MIB)));
+    }
+
+    #[test]
+    fn reclaim_only_for_usage_above_a_limit_already_set() {
+        let w = decide(
+            &obs(300 * MIB, Limit::Max),
+            &orig(),
+            Some(100 * MIB),
+            0,
+            0,
+            &knobs(),
+        );
+        assert_eq!(
+            w.reclaim, None,
+            "first drop: the memory.high write reclaims"
+        );
+        let w = decide(
+            &obs(280 * MIB, Limit::Bytes(200 * MIB)),
+            &orig(),
+            Some(200 * MIB),
+            0,
+            0,
+            &knobs(),
+        );
+        assert_eq!(w.high, None);
+        assert_eq!(
+            w.reclaim,
+            Some(50 * MIB),
+            "over by 80 MiB, one step at most"
+        );
+        let off = Knobs {
+            reclaim: false,
+            ..knobs()
+        };
+        let w = decide(
+            &obs(280 * MIB, Limit::Bytes(200 * MIB)),
+            &orig(),
+            Some(200 * MIB),
+            0,
+            0,
+            &off,
+        );
+        assert_eq!(w.reclaim, None);
+    }
+}

@@ -1,0 +1,29 @@
+//! memweightd: the weighted memory reclamation daemon, as a library.
+//!
+//! The binary (`main.rs`) only parses arguments, sets up logging and signals and runs the loop;
+//! everything else lives here so tests can drive ticks against a fake cgroupfs tree.
+//!
+//! Data flow, once per tick (see ARCHITECTURE.md):
+//!
+//! ```text
+//! cgroupfs + /proc ──sample──▶ Controller ──inputs──▶ memweight_policy::plan
+//!        ▲                         │                         │
+//!        └──── memory.high/low ◀── decide (floors, steps) ◀──┘
+//!              memory.reclaim       (writes on the blocking pool)
+//! ```
+//!
+//! * [`config`]: the TOML file, validated.
+//! * [`capacity`]: the pool size from host MemAvailable and PSI (pure).
+//! * [`decide`]: from the plan to control-file values under the safety rules (pure).
+//! * [`controller`]: the state owner: discovery, adoption, sampling, enforcement, restore.
+//! * [`state`]: originals and overrides that survive restarts (atomic JSON).
+//! * [`server`]: the control socket: requests in, typed commands to the loop, replies out.
+//! * [`metrics`]: the Prometheus endpoint, fed by snapshots the loop publishes.
+
+pub mod capacity;
+pub mod config;
+pub mod controller;
+pub mod decide;
+pub mod metrics;
+pub mod server;
+pub mod state;

@@ -1,0 +1,635 @@
+//! The control socket: `memweightctl` requests in, typed commands to the control loop, replies
+//! out.
+//!
+//! The server never touches the [`Controller`]. Each connection is checked with `SO_PEERCRED`
+//! ([`authorize`]: root, or a member of the configured group), its one request line is parsed
+//! into a [`Command`] by [`memweight_proto::ctl::parse_request`] and sent to the loop as a
+//! [`Call`] with a oneshot reply channel; the loop runs [`handle`] on its own state between
+//! ticks and answers. Parsing, authorisation and handling are plain functions, tested without a
+//! socket.
+//!
+//! Under systemd the socket may come from `memweightd.socket` (`LISTEN_FDS`); otherwise the
+//! daemon binds `[control] socket` itself, mode 0660, owned by `[control] group` when set.
+
+use std::io;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use memweight_proto::ctl::{
+    self, Command, ErrorKind, ErrorReply, Explanation, Outcome, Reloaded, Reply, Response, Setting,
+    Status, Values,
+};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, info, warn};
+
+use crate::config::{Config, ControlConfig};
+use crate::controller::{CgroupReport, Controller, TickReport};
+use crate::state::Override;
+
+/// How long a client may take to send its request line.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a request may wait for the control loop (a tick stuck in the kernel).
+const LOOP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bytes read from a client at most: one request line and one byte to notice it is too long.
+const LINE_LIMIT: u64 = 64 * 1024 + 1;
+const _: () = assert!(LINE_LIMIT == ctl::MAX_LINE as u64 + 1);
+
+/// Errors setting up the control socket.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// Binding or preparing the socket failed.
+    #[error("control socket {path}: {what}: {source}")]
+    Io {
+        /// The socket path.
+        path: PathBuf,
+        /// The step that failed and what to do.
+        what: String,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// Another process answers on the socket.
+    #[error(
+        "control socket {0} is in use by a running process (another memweightd?); stop it or \
+         set [control] socket to another path"
+    )]
+    InUse(PathBuf),
+    /// The configured group does not exist.
+    #[error("[control] group {0:?} does not exist; create it (groupadd {0}) or remove the key")]
+    NoSuchGroup(String),
+}
+
+/// One request for the control loop, with the channel its reply goes back on.
+#[derive(Debug)]
+pub struct Call {
+    /// The parsed, validated command.
+    pub command: Command,
+    /// Where the loop sends its answer.
+    pub reply: oneshot::Sender<Outcome>,
+}
+
+/// Who may use the socket besides root.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Access {
+    /// The configured group: name and gid.
+    pub group: Option<(String, u32)>,
+    /// Names of the group's members as listed in the group database.
+    pub members: Vec<String>,
+}
+
+impl Access {
+    /// Resolves `[control] group` in the system's group database.
+    pub fn from_config(cfg: &ControlConfig) -> Result<Self, ServerError> {
+        let Some(name) = &cfg.group else {
+            return Ok(Access::default());
+        };
+        match nix::unistd::Group::from_name(name) {
+            Ok(Some(g)) => Ok(Access {
+                group: Some((name.clone(), g.gid.as_raw())),
+                members: g.mem,
+            }),
+            Ok(None) | Err(_) => Err(ServerError::NoSuchGroup(name.clone())),
+        }
+    }
+}
+
+/// The credentials of a connected client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// User id.
+    pub uid: u32,
+    /// Primary group id.
+    pub gid: u32,
+    /// Supplementary groups (from `/proc/<pid>/status`), if they could be read.
+    pub groups: Vec<u32>,
+    /// User name, if the user database knows the uid.
+    pub user: Option<String>,
+}
+
+/// Root may always connect; anyone else only as a member of the configured group.
+pub fn authorize(access: &Access, peer: &Peer) -> Result<(), ErrorReply> {
+    if peer.uid == 0 {
+        return Ok(());
+    }
+    if let Some((_, gid)) = &access.group
+        && (peer.gid == *gid
+            || peer.groups.contains(gid)
+            || peer
+                .user
+                .as_ref()
+                .is_some_and(|u| access.members.iter().any(|m| m == u)))
+    {
+        return Ok(());
+    }
+    let hint = match &access.group {
+        Some((name, _)) => format!("run as root or as a member of group {name:?}"),
+        None => "run as root, or set [control] group in the daemon's config".to_owned(),
+    };
+    Err(ErrorReply::new(
+        ErrorKind::PermissionDenied,
+        format!(
+            "permission denied: uid {} may not use the memweightd control socket; {hint}",
+            peer.uid
+        ),
+    ))
+}
+
+/// The `Groups:` line of `/proc/<pid>/status`; anything unreadable is left out.
+#[must_use]
+pub fn parse_status_groups(status: &str) -> Vec<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .map(|rest| {
+            rest.split_whitespace()
+                .filter_map(|g| g.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The peer's credentials; the user and group databases are only consulted when `access`
+/// can need them (a non-root peer and a configured group), so root and statically linked
+/// builds without NSS never touch them.
+fn peer_of(stream: &UnixStream, access: &Access) -> io::Result<Peer> {
+    let cred = stream.peer_cred()?;
+    if cred.uid() == 0 || access.group.is_none() {
+        return Ok(Peer {
+            uid: cred.uid(),
+            gid: cred.gid(),
+            groups: Vec::new(),
+            user: None,
+        });
+    }
+    let groups = cred
+        .pid()
+        .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .map(|s| parse_status_groups(&s))
+        .unwrap_or_default();
+    let user = if access.members.is_empty() {
+        None
+    } else {
+        nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(cred.uid()))
+            .ok()
+            .flatten()
+            .map(|u| u.name)
+    };
+    Ok(Peer {
+        uid: cred.uid(),
+        gid: cred.gid(),
+        groups,
+        user,
+    })
+}
+
+/// A bound control socket.
+#[derive(Debug)]
+pub struct Server {
+    listener: UnixListener,
+    access: Access,
+    /// Removes the socket file when the server goes away (unless systemd owns it).
+    cleanup: Cleanup,
+}
+
+impl Server {
+    /// Takes the socket systemd passed (`LISTEN_FDS`), or binds `cfg.socket`.
+    ///
+    /// A stale socket file left by a killed daemon is replaced; a live one is an error.
+    pub fn bind(cfg: &ControlConfig) -> Result<Self, ServerError> {
+        let access = Access::from_config(cfg)?;
+        let io_err = |what: &str| {
+            let path = cfg.socket.clone();
+            let what = what.to_owned();
+            move |source| ServerError::Io { path, what, source }
+        };
+        let mut fds = listenfd::ListenFd::from_env();
+        if let Ok(Some(std_listener)) = fds.take_unix_listener(0) {
+            std_listener
+                .set_nonblocking(true)
+                .map_err(io_err("making the systemd socket non-blocking"))?;
+            let listener = UnixListener::from_std(std_listener)
+                .map_err(io_err("registering the systemd socket"))?;
+            info!("control socket passed by systemd");
+            return Ok(Server {
+                listener,
+                access,
+                cleanup: Cleanup(None),
+            });
+        }
+        let path = &cfg.socket;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io_err("creating its directory"))?;
+        }
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_socket() => {
+                if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                    return Err(ServerError::InUse(path.clone()));
+                }
+                std::fs::remove_file(path).map_err(io_err("removing the stale socket"))?;
+            }
+            Ok(_) => {
+                return Err(ServerError::Io {
+                    path: path.clone(),
+                    what: "a file that is not a socket is in the way; remove it".into(),
+                    source: io::Error::from(io::ErrorKind::AlreadyExists),
+                });
+            }
+            Err(_) => {}
+        }
+        let listener = UnixListener::bind(path).map_err(io_err("binding"))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+            .map_err(io_err("setting mode 0660"))?;
+        if let Some((_, gid)) = &access.group {
+            use std::os::unix::fs::MetadataExt;
+            // Already right when the daemon runs with that group (systemd `Group=`).
+            let current = std::fs::metadata(path).map(|m| m.gid()).ok();
+            if current != Some(*gid) {
+                std::os::unix::fs::chown(path, None, Some(*gid)).map_err(io_err(
+                    "giving it to the configured group (needs CAP_CHOWN; under systemd use \
+                     memweightd.socket with SocketGroup= instead)",
+                ))?;
+            }
+        }
+        info!(socket = %path.display(), group = ?cfg.group, "control socket listening");
+        Ok(Server {
+            listener,
+            access,
+            cleanup: Cleanup(Some(path.clone())),
+        })
+    }
+
+    /// Accepts connections until the process ends; each is served on its own task.
+    pub async fn serve(self, calls: mpsc::Sender<Call>) {
+        let access = std::sync::Arc::new(self.access);
+        let _cleanup = self.cleanup;
+        loop {
+            match self.listener.accept().await {
+                Ok((stream, _)) => {
+                    let calls = calls.clone();
+                    let access = std::sync::Arc::clone(&access);
+                    tokio::spawn(async move {
+                        if let Err(e) = connection(stream, &access, &calls).await {
+                            debug!(error = %e, "control connection ended early");
+                        }
+                    });
+                }
+                Err(e) => {
+                    warn!(error = %e, "control socket accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+}
+
+/// Removes the socket file we created when the server goes away.
+#[derive(Debug)]
+struct Cleanup(Option<PathBuf>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Serves one connection: one request line, one response line.
+async fn connection(
+    stream: UnixStream,
+    access: &Access,
+    calls: &mpsc::Sender<Call>,
+) -> io::Result<()> {
+    let peer = peer_of(&stream, access)?;
+    let (read, mut write) = stream.into_split();
+    let outcome = match authorize(access, &peer) {
+        Err(e) => {
+            warn!(
+                uid = peer.uid,
+                gid = peer.gid,
+                "control request refused: permission denied"
+            );
+            Outcome::Error(e)
+        }
+        Ok(()) => {
+            let mut line = String::new();
+            let mut reader = BufReader::new(read.take(LINE_LIMIT));
+            match tokio::time::timeout(READ_TIMEOUT, reader.read_line(&mut line)).await {
+                Err(_) => Outcome::Error(ErrorReply::new(
+                    ErrorKind::BadRequest,
+                    "no request line within 5 s",
+                )),
+                Ok(Err(e)) if e.kind() == io::ErrorKind::InvalidData => Outcome::Error(
+                    ErrorReply::new(ErrorKind::BadRequest, "request is not UTF-8 text"),
+                ),
+                Ok(Err(e)) => return Err(e),
+                Ok(Ok(_)) => match ctl::parse_request(line.trim_end()) {
+                    Err(e) => Outcome::Error(e),
+                    Ok(command) => {
+                        debug!(uid = peer.uid, ?command, "control request");
+                        call(calls, command).await
+                    }
+                },
+            }
+        }
+    };
+    write
+        .write_all(Response::new(outcome).to_line().as_bytes())
+        .await?;
+    write.shutdown().await
+}
+
+/// Sends `command` to the control loop and waits for its answer.
+pub async fn call(calls: &mpsc::Sender<Call>, command: Command) -> Outcome {
+    let (tx, rx) = oneshot::channel();
+    let gone = || {
+        Outcome::Error(ErrorReply::new(
+            ErrorKind::Internal,
+            "the daemon is shutting down; try again once it is back",
+        ))
+    };
+    if calls.send(Call { command, reply: tx }).await.is_err() {
+        return gone();
+    }
+    match tokio::time::timeout(LOOP_TIMEOUT, rx).await {
+        Ok(Ok(outcome)) => outcome,
+        Ok(Err(_)) => gone(),
+        Err(_) => Outcome::Error(ErrorReply::new(
+            ErrorKind::Internal,
+            "the control loop did not answer within 30 s (a tick may be stuck); see the daemon's log",
+        )),
+    }
+}
+
+/// Runs one command against the daemon's state. Called by the control loop only.
+pub fn handle(ctl: &mut Controller, command: Command, config_path: &Path) -> Outcome {
+    let root = ctl.config().cgroup_root.display().to_string();
+    let result = match command {
+        Command::Set {
+            cgroup,
+            weight,
+            min,
+            max,
+        } => ctl::normalize_cgroup(&cgroup, &root).and_then(|path| {
+            ctl::check_weight(weight)?;
+            require_rule(ctl, &path)?;
+            if !ctl.is_managed(&path) {
+                return Err(unknown(&path, &root));
+            }
+            ctl.set_override(&path, Override { weight, min, max })
+                .map_err(|e| {
+                    ErrorReply::new(
+                        ErrorKind::Internal,
+                        format!("cannot record the override for {path}: {e}"),
+                    )
+                })?;
+            info!(cgroup = %path, weight, ?min, ?max, "runtime override set");
+            Ok(Reply::Setting(setting(ctl, &path)))
+        }),
+        Command::Unset { cgroup } => ctl::normalize_cgroup(&cgroup, &root).and_then(|path| {
+            if ctl.override_for(&path).is_none() {
+                require_rule(ctl, &path)?;
+            }
+            let had = ctl.unset_override(&path).map_err(|e| {
+                ErrorReply::new(
+                    ErrorKind::Internal,
+                    format!("cannot record removing the override for {path}: {e}"),
+                )
+            })?;
+            if had {
+                info!(cgroup = %path, "runtime override removed");
+            }
+            Ok(Reply::Setting(setting(ctl, &path)))
+        }),
+        Command::Get { cgroup } => ctl::normalize_cgroup(&cgroup, &root).and_then(|path| {
+            require_rule(ctl, &path)?;
+            Ok(Reply::Setting(setting(ctl, &path)))
+        }),
+        Command::Status => last(ctl).map(|r| {
+            Reply::Status(Status {
+                pool: pool(r),
+                cgroups: r.cgroups.iter().map(cgroup_status).collect(),
+            })
+        }),
+        Command::Explain { cgroup } => ctl::normalize_cgroup(&cgroup, &root).and_then(|path| {
+            require_rule(ctl, &path)?;
+            let r = last(ctl)?;
+            let row = r
+                .cgroups
+                .iter()
+                .find(|c| c.path == path)
+                .ok_or_else(|| unknown(&path, &root))?;
+            Ok(Reply::Explain(Box::new(Explanation {
+                status: cgroup_status(row),
+                setting: setting(ctl, &path),
+                pool: pool(r),
+            })))
+        }),
+        Command::Reload => reload(ctl, config_path).map(Reply::Reloaded),
+    };
+    result.into()
+}
+
+/// Re-reads the configuration file; on any error the old configuration stays.
+pub fn reload(ctl: &mut Controller, config_path: &Path) -> Result<Reloaded, ErrorReply> {
+    let invalid = |e: &dyn std::fmt::Display| {
+        ErrorReply::new(
+            ErrorKind::ConfigInvalid,
+            format!("reload refused, the old configuration stays: {e}"),
+        )
+    };
+    let (cfg, rules) = Config::load(config_path).map_err(|e| invalid(&e))?;
+    if cfg.control != ctl.config().control || cfg.metrics != ctl.config().metrics {
+        warn!("[control] and [metrics] changes take effect at the next restart");
+    }
+    let n_rules = cfg.cgroup.len();
+    ctl.reload(cfg, rules).map_err(|e| invalid(&e))?;
+    info!(config = %config_path.display(), rules = n_rules, "configuration reloaded");
+    Ok(Reloaded {
+        config: config_path.display().to_string(),
+        rules: n_rules,
+        overrides_kept: ctl.overrides().count(),
+    })
+}
+
+fn require_rule(ctl: &Controller, path: &str) -> Result<(), ErrorReply> {
+    if ctl.configured(path).is_some() {
+        Ok(())
+    } else {
+        Err(ErrorReply::new(
+            ErrorKind::NotManaged,
+            format!(
+                "{path} is not managed: no [[cgroup]] rule in the configuration names it; add \
+                 one and run memweightctl reload"
+            ),
+        ))
+    }
+}
+
+fn unknown(path: &str, root: &str) -> ErrorReply {
+    ErrorReply::new(
+        ErrorKind::UnknownCgroup,
+        format!(
+            "{path}: a rule names it but no such cgroup is managed now (is there a cgroup \
+             {root}/{path} with the memory controller?)"
+        ),
+    )
+}
+
+fn last(ctl: &Controller) -> Result<&TickReport, ErrorReply> {
+    ctl.last_report().ok_or_else(|| {
+        ErrorReply::new(
+            ErrorKind::NotReady,
+            "the daemon has not completed its first tick yet; try again in a moment",
+        )
+    })
+}
+
+fn setting(ctl: &Controller, path: &str) -> Setting {
+    let configured = ctl.configured(path).map_or(
+        Values {
+            weight: crate::config::DEFAULT_WEIGHT,
+            min: None,
+            max: None,
+        },
+        |s| Values {
+            weight: s.weight,
+            min: (s.min > 0).then_some(s.min),
+            max: s.max,
+        },
+    );
+    let ov = ctl.override_for(path);
+    let effective = match ov {
+        None => configured,
+        Some(o) => Values {
+            weight: o.weight,
+            min: o.min.or(configured.min),
+            max: o.max.or(configured.max),
+        },
+    };
+    Setting {
+        cgroup: path.to_owned(),
+        managed: ctl.is_managed(path),
+        configured,
+        runtime_override: ov.map(|o| Values {
+            weight: o.weight,
+            min: o.min,
+            max: o.max,
+        }),
+        effective,
+    }
+}
+
+/// The pool part of a tick report, in protocol form.
+#[must_use]
+pub fn pool(r: &TickReport) -> ctl::Pool {
+    ctl::Pool {
+        tick: r.tick,
+        enforce: r.enforce,
+        capacity: r.capacity,
+        shortfall: r.shortfall,
+        psi_cut: r.psi_cut,
+        total_usage: r.total_usage,
+        total_weight: r.total_weight,
+        pressure: r.pressure,
+        overcommitted: r.overcommitted,
+        mem_total: r.mem_total,
+        mem_available: r.mem_available,
+        swap_free: r.swap_free,
+        host_psi_some_avg10: r.host_psi_some_avg10,
+        host_psi_full_avg10: r.host_psi_full_avg10,
+        duration_us: r.duration_us,
+    }
+}
+
+/// One cgroup row of a tick report, in protocol form.
+#[must_use]
+pub fn cgroup_status(c: &CgroupReport) -> ctl::CgroupStatus {
+    ctl::CgroupStatus {
+        cgroup: c.path.clone(),
+        weight: c.weight,
+        overridden: c.overridden,
+        usage: c.usage,
+        expected: c.expected,
+        exceed: c.exceed,
+        target: c.target,
+        entitlement: c.entitlement,
+        floor: c.floor,
+        ceiling: c.ceiling,
+        high: c.high,
+        low: c.low,
+        swap: c.swap,
+        psi_some_avg10: c.psi_some_avg10,
+        psi_full_avg10: c.psi_full_avg10,
+        events_high: c.events_high,
+        events_max: c.events_max,
+        events_oom_kill: c.events_oom_kill,
+        wrote_high: c.wrote_high.clone(),
+        wrote_low: c.wrote_low,
+        reclaim: c.reclaim,
+        state: c.state.to_owned(),
+        reason: c.reason.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(uid: u32, gid: u32, groups: &[u32], user: Option<&str>) -> Peer {
+        Peer {
+            uid,
+            gid,
+            groups: groups.to_vec(),
+            user: user.map(str::to_owned),
+        }
+    }
+
+    fn group(gid: u32, members: &[&str]) -> Access {
+        Access {
+            group: Some(("memweight".into(), gid)),
+            members: members.iter().map(|m| (*m).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn root_is_always_allowed() {
+        assert!(authorize(&Access::default(), &peer(0, 0, &[], None)).is_ok());
+        assert!(authorize(&group(990, &[]), &peer(0, 5, &[], None)).is_ok());
+    }
+
+    #[test]
+    fn group_members_are_allowed_by_gid_supplementary_or_listing() {
+        let access = group(990, &["alice"]);
+        assert!(authorize(&access, &peer(1000, 990, &[], None)).is_ok());
+        assert!(authorize(&access, &peer(1000, 100, &[4, 990], None)).is_ok());
+        assert!(authorize(&access, &peer(1000, 100, &[], Some("alice"))).is_ok());
+    }
+
+    #[test]
+    fn others_get_permission_denied_with_a_hint() {
+        let e = authorize(
+            &group(990, &["alice"]),
+            &peer(65534, 65534, &[65534], Some("nobody")),
+        )
+        .expect_err("nobody is not in the group");
+        assert_eq!(e.kind, ErrorKind::PermissionDenied);
+        assert!(e.message.starts_with("permission denied"), "{}", e.message);
+        assert!(e.message.contains("\"memweight\""), "{}", e.message);
+        let e = authorize(&Access::default(), &peer(1000, 1000, &[], None))
+            .expect_err("no group configured");
+        assert!(e.message.contains("[control] group"), "{}", e.message);
+    }
+
+    #[test]
+    fn status_groups_line() {
+        let text = "Name:\tsh\nUid:\t1000\t1000\t1000\t1000\nGroups:\t4 24 990 \nVmRSS:\t1 kB\n";
+        assert_eq!(parse_status_groups(text), vec![4, 24, 990]);
+        assert_eq!(parse_status_groups("Groups:\t\n"), Vec::<u32>::new());
+        assert_eq!(parse_status_groups("garbage"), Vec::<u32>::new());
+        assert_eq!(parse_status_groups("Groups: 1 x 2"), vec![1, 2]);
+    }
+}

@@ -1,0 +1,189 @@
+//! What must survive a restart: each managed cgroup's original `memory.high`/`memory.low`, and
+//! runtime weight overrides.
+//!
+//! The file is JSON, replaced atomically (write to a temporary file in the same directory,
+//! fsync, rename, fsync the directory), so a crash or `kill -9` leaves either the old or the new
+//! state, never a torn one.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// File name inside the state directory.
+pub const STATE_FILE: &str = "state.json";
+/// Version of the file's layout.
+pub const STATE_VERSION: u32 = 1;
+
+/// Errors reading or writing the state file.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// I/O on the state file or directory.
+    #[error("state file {path}: {source} (check that the state directory exists and is writable)")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid state JSON.
+    #[error(
+        "state file {path} is corrupt ({message}); move it aside to start fresh — the original limits it recorded are then lost"
+    )]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+}
+
+/// A limit as the kernel prints it: a byte count or `max`, kept as the kernel's text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Original {
+    /// `memory.high` when the daemon adopted the cgroup (`"max"` or bytes).
+    pub high: String,
+    /// `memory.low` when the daemon adopted the cgroup.
+    pub low: String,
+}
+
+/// A runtime override set with `memweightctl set`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Override {
+    /// Weight.
+    pub weight: u32,
+    /// Floor in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<u64>,
+    /// Ceiling in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u64>,
+}
+
+/// The persisted state.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct State {
+    /// Layout version.
+    #[serde(default)]
+    pub version: u32,
+    /// Original limits by cgroup path (relative to the root).
+    #[serde(default)]
+    pub originals: BTreeMap<String, Original>,
+    /// Runtime overrides by cgroup path.
+    #[serde(default)]
+    pub overrides: BTreeMap<String, Override>,
+}
+
+/// Reads and writes the state file in one directory.
+#[derive(Debug, Clone)]
+pub struct StateStore {
+    dir: PathBuf,
+}
+
+impl StateStore {
+    /// A store in `dir` (created on first save).
+    #[must_use]
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        StateStore { dir: dir.into() }
+    }
+
+    /// The state file's path.
+    #[must_use]
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(STATE_FILE)
+    }
+
+    /// Loads the state; a missing file is an empty state.
+    pub fn load(&self) -> Result<State, StateError> {
+        let path = self.path();
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(State::default()),
+            Err(source) => return Err(StateError::Io { path, source }),
+        };
+        serde_json::from_str(&text).map_err(|e| StateError::Corrupt {
+            path,
+            message: e.to_string(),
+        })
+    }
+
+    /// Replaces the state file atomically.
+    pub fn save(&self, state: &State) -> Result<(), StateError> {
+        let io = |path: &Path| {
+            let path = path.to_owned();
+            move |source| StateError::Io { path, source }
+        };
+        fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
+        let path = self.path();
+        let tmp = self.dir.join(format!(".{STATE_FILE}.tmp"));
+        let mut body = serde_json::to_vec_pretty(&State {
+            version: STATE_VERSION,
+            ..state.clone()
+        })
+        .map_err(|e| StateError::Corrupt {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        body.push(b'\n');
+        {
+            let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
+            f.write_all(&body).map_err(io(&tmp))?;
+            f.sync_all().map_err(io(&tmp))?;
+        }
+        fs::rename(&tmp, &path).map_err(io(&path))?;
+        if let Ok(d) = fs::File::open(&self.dir) {
+            // Persist the rename itself; a failure here only weakens durability.
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_missing_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = StateStore::new(dir.path().join("sub"));
+        assert_eq!(store.load().expect("missing is empty"), State::default());
+        let mut st = State::default();
+        st.originals.insert(
+            "lab/c1".into(),
+            Original {
+                high: "max".into(),
+                low: "0".into(),
+            },
+        );
+        st.overrides.insert(
+            "lab/c1".into(),
+            Override {
+                weight: 7,
+                min: None,
+                max: Some(1 << 30),
+            },
+        );
+        store.save(&st).expect("save");
+        let back = store.load().expect("load");
+        assert_eq!(back.originals, st.originals);
+        assert_eq!(back.overrides, st.overrides);
+        assert_eq!(back.version, STATE_VERSION);
+        assert!(!dir.path().join("sub").join(".state.json.tmp").exists());
+    }
+
+    #[test]
+    fn corrupt_file_is_a_clear_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::write(dir.path().join(STATE_FILE), "{not json").expect("write");
+        let err = StateStore::new(dir.path())
+            .load()
+            .expect_err("corrupt")
+            .to_string();
+        assert!(err.contains("corrupt"), "{err}");
+    }
+}

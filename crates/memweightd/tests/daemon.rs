@@ -1,0 +1,458 @@
+//! Daemon-level tests: ticks against a fake cgroupfs tree, checking what was written.
+//!
+//! The kernel's reaction to these writes is proven in the lab (`cargo xtask lab test`); here
+//! the fake tree stands still and only the daemon's decisions and bookkeeping are checked.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use memweight_cgroupfs::Limit;
+use memweight_cgroupfs::testing::{FakeCgroup, FakeMeminfo, FakeProc};
+use memweightd::config::Config;
+use memweightd::controller::Controller;
+
+const MIB: u64 = 1 << 20;
+
+struct Tree {
+    dir: tempfile::TempDir,
+    proc: FakeProc,
+    cgroups: Vec<FakeCgroup>,
+}
+
+impl Tree {
+    fn cg(&self, i: usize) -> &FakeCgroup {
+        &self.cgroups[i]
+    }
+    fn root(&self) -> std::path::PathBuf {
+        self.dir.path().join("cg")
+    }
+    fn config(&self, extra: &str) -> String {
+        format!(
+            "cgroup_root = {:?}\nproc_root = {:?}\nstate_dir = {:?}\ntick = \"100ms\"\n\
+             control = {{ socket = {:?} }}\nmetrics = {{ enabled = false }}\n{extra}\n",
+            self.root(),
+            self.proc.path(),
+            self.dir.path().join("state"),
+            self.dir.path().join("memweightd.sock"),
+        )
+    }
+}
+
+/// Three cgroups `lab/c1..c3` with weights 1, 2, 3 and 2000 MiB each (the seed's example).
+fn seed_tree() -> Tree {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let proc = FakeProc::new(dir.path().join("proc"));
+    let cgroups = (1..=3)
+        .map(|i| {
+            let c = FakeCgroup::new(dir.path().join("cg"), &format!("lab/c{i}"));
+            c.set_current(2000 * MIB);
+            c.set_stat(1900 * MIB, 100 * MIB);
+            c
+        })
+        .collect();
+    Tree { dir, proc, cgroups }
+}
+
+const SEED_RULES: &str = r#"
+[[cgroup]]
+path = "lab/c1"
+weight = 1
+[[cgroup]]
+path = "lab/c2"
+weight = 2
+[[cgroup]]
+path = "lab/c3"
+weight = 3
+"#;
+
+fn controller(tree: &Tree, extra: &str) -> Controller {
+    let text = tree.config(&format!("{extra}\n{SEED_RULES}"));
+    let (cfg, rules) = Config::parse(&text, Path::new("test.toml")).expect("valid test config");
+    Controller::new(cfg, rules).expect("controller starts on the fake tree")
+}
+
+fn high_bytes(c: &FakeCgroup) -> u64 {
+    c.read_high().trim().parse().unwrap_or(u64::MAX)
+}
+
+#[tokio::test]
+async fn pressure_writes_weighted_targets_and_entitlements() {
+    let tree = seed_tree();
+    let mut ctl = controller(
+        &tree,
+        "max_step = \"100%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"4500M\"",
+    );
+    let report = ctl.tick().await.expect("tick").clone();
+    assert!(report.pressure);
+    assert_eq!(report.capacity, 4500 * MIB);
+    assert_eq!(report.total_usage, 6000 * MIB);
+    // Water-filling 4500 over demands 2000 each, weights 1:2:3: c3 keeps 2000, 2500 splits 1:2.
+    let targets: Vec<u64> = report.cgroups.iter().map(|c| c.target).collect();
+    assert!(targets[0].abs_diff(2500 * MIB / 3) <= 4096, "{targets:?}");
+    assert!(targets[1].abs_diff(5000 * MIB / 3) <= 4096, "{targets:?}");
+    assert_eq!(targets[2], 2000 * MIB);
+    // memory.high: the water level λ·W, page-aligned, never below the target.
+    let h1 = high_bytes(tree.cg(0));
+    let h2 = high_bytes(tree.cg(1));
+    let h3 = high_bytes(tree.cg(2));
+    assert!(h1 >= targets[0] && h1 - targets[0] < 8192, "c1 high {h1}");
+    assert!(h2 >= targets[1] && h2 - targets[1] < 8192, "c2 high {h2}");
+    assert!(
+        h3 >= 2000 * MIB,
+        "c3 is below its level and may grow to it: {h3}"
+    );
+    assert_eq!(h1 % 4096, 0);
+    // memory.low: entitlements ordered by weight, never above memory.high.
+    let low: Vec<u64> = tree
+        .cgroups
+        .iter()
+        .map(|c| c.read_low().trim().parse().expect("numeric low"))
+        .collect();
+    assert!(low[0] < low[1] && low[1] <= low[2], "{low:?}");
+    assert!(low[0] <= h1 && low[1] <= h2);
+    for c in &tree.cgroups {
+        assert_eq!(c.read_max().trim(), "max", "memory.max is never written");
+    }
+}
+
+#[tokio::test]
+async fn high_drops_by_at_most_max_step_per_tick() {
+    let tree = seed_tree();
+    let mut ctl = controller(
+        &tree,
+        "max_step = \"10%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"",
+    );
+    ctl.tick().await.expect("tick");
+    assert_eq!(high_bytes(tree.cg(0)), 1800 * MIB, "2000 MiB minus 10%");
+    // The kernel would pull usage down; the fake does it by hand.
+    tree.cg(0).set_current(1800 * MIB);
+    ctl.tick().await.expect("tick");
+    assert_eq!(high_bytes(tree.cg(0)), 1620 * MIB);
+}
+
+#[tokio::test]
+async fn no_pressure_leaves_high_alone() {
+    let tree = seed_tree();
+    let mut ctl = controller(&tree, "[capacity]\nmode = \"fixed\"\nfixed = \"8G\"");
+    let r = ctl.tick().await.expect("tick").clone();
+    assert!(!r.pressure);
+    for c in &tree.cgroups {
+        assert_eq!(c.read_high().trim(), "max");
+    }
+    assert!(
+        r.cgroups.iter().all(|c| c.reason == "no pressure"),
+        "{:?}",
+        r.cgroups
+    );
+}
+
+#[tokio::test]
+async fn auto_capacity_follows_mem_available() {
+    let tree = seed_tree();
+    tree.proc.set_meminfo(FakeMeminfo {
+        mem_total: 8192 * MIB,
+        mem_available: 0,
+        mem_free: 0,
+        swap_total: 8192 * MIB,
+        swap_free: 8192 * MIB,
+    });
+    let mut ctl = controller(
+        &tree,
+        "max_step = \"100%\"\n[capacity]\nreserve = \"600M\"\npsi_threshold = 0.0",
+    );
+    let r = ctl.tick().await.expect("tick").clone();
+    assert_eq!(
+        r.capacity,
+        5400 * MIB,
+        "6000 held, 600 short of the reserve"
+    );
+    assert!(r.pressure);
+    assert!(high_bytes(tree.cg(0)) < high_bytes(tree.cg(1)));
+}
+
+#[tokio::test]
+async fn dry_run_writes_nothing() {
+    let tree = seed_tree();
+    let mut ctl = controller(
+        &tree,
+        "enforce = false\n[capacity]\nmode = \"fixed\"\nfixed = \"1G\"",
+    );
+    let r = ctl.tick().await.expect("tick").clone();
+    assert!(r.pressure);
+    assert!(r.cgroups.iter().all(|c| c.state == "dry-run"));
+    assert!(
+        r.cgroups.iter().any(|c| c.wrote_high.is_some()),
+        "decisions are still shown"
+    );
+    for c in &tree.cgroups {
+        assert_eq!(c.read_high().trim(), "max");
+        assert_eq!(c.read_low().trim(), "0");
+        assert_eq!(c.take_reclaim(), None);
+    }
+    ctl.release_all().await;
+    assert!(
+        !tree.dir.path().join("state").exists(),
+        "dry run writes no state file"
+    );
+}
+
+#[tokio::test]
+async fn release_restores_originals() {
+    let tree = seed_tree();
+    tree.cg(0).set_high(Limit::Bytes(1900 * MIB));
+    tree.cg(0).set_low(Limit::Bytes(10 * MIB));
+    let mut ctl = controller(
+        &tree,
+        "max_step = \"100%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"",
+    );
+    ctl.tick().await.expect("tick");
+    assert!(high_bytes(tree.cg(0)) < 1900 * MIB);
+    ctl.release_all().await;
+    assert_eq!(high_bytes(tree.cg(0)), 1900 * MIB);
+    assert_eq!(tree.cg(0).read_low().trim(), (10 * MIB).to_string());
+    assert_eq!(tree.cg(1).read_high().trim(), "max");
+    assert_eq!(tree.cg(1).read_low().trim(), "0");
+    let state = std::fs::read_to_string(tree.dir.path().join("state/state.json")).expect("state");
+    assert!(
+        !state.contains("lab/c1"),
+        "released cgroups leave the state: {state}"
+    );
+}
+
+#[tokio::test]
+async fn restart_after_kill_keeps_recorded_originals() {
+    let tree = seed_tree();
+    tree.cg(0).set_high(Limit::Bytes(1950 * MIB));
+    {
+        let mut ctl = controller(
+            &tree,
+            "max_step = \"100%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"",
+        );
+        ctl.tick().await.expect("tick");
+        // Dropped without release_all: what kill -9 leaves behind.
+    }
+    let written = high_bytes(tree.cg(0));
+    assert!(written < 1950 * MIB);
+    let mut ctl = controller(&tree, "[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"");
+    ctl.tick().await.expect("tick");
+    ctl.release_all().await;
+    assert_eq!(
+        high_bytes(tree.cg(0)),
+        1950 * MIB,
+        "the original, not the value we wrote"
+    );
+}
+
+#[tokio::test]
+async fn restart_with_cgroup_no_longer_configured_restores_it() {
+    let tree = seed_tree();
+    {
+        let mut ctl = controller(
+            &tree,
+            "max_step = \"100%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"",
+        );
+        ctl.tick().await.expect("tick");
+    }
+    assert_ne!(tree.cg(0).read_high().trim(), "max");
+    let text = tree.config("[[cgroup]]\npath = \"lab/c3\"\nweight = 3");
+    let (cfg, rules) = Config::parse(&text, Path::new("t.toml")).expect("valid");
+    let mut ctl = Controller::new(cfg, rules).expect("start");
+    ctl.tick().await.expect("tick");
+    assert_eq!(
+        tree.cg(0).read_high().trim(),
+        "max",
+        "stale original restored"
+    );
+    assert_eq!(tree.cg(1).read_high().trim(), "max");
+}
+
+#[tokio::test]
+async fn vanished_cgroup_is_dropped_quietly() {
+    let tree = seed_tree();
+    let mut ctl = controller(&tree, "[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"");
+    ctl.tick().await.expect("tick");
+    tree.cg(1).remove();
+    let r = ctl
+        .tick()
+        .await
+        .expect("tick survives a removed cgroup")
+        .clone();
+    assert_eq!(r.cgroups.len(), 2);
+    assert!(r.cgroups.iter().all(|c| c.path != "lab/c2"));
+    assert_eq!(ctl.counters().write_errors, 0);
+    ctl.release_all().await;
+}
+
+#[tokio::test]
+async fn floor_holds_when_there_is_no_swap() {
+    let tree = seed_tree();
+    tree.proc.set_meminfo(FakeMeminfo {
+        swap_total: 0,
+        swap_free: 0,
+        ..FakeMeminfo::default()
+    });
+    let mut ctl = controller(
+        &tree,
+        "max_step = \"100%\"\nmin_floor = \"16M\"\n[capacity]\nmode = \"fixed\"\nfixed = \"1G\"",
+    );
+    ctl.tick().await.expect("tick");
+    for c in &tree.cgroups {
+        assert!(
+            high_bytes(c) >= 1916 * MIB,
+            "anon without swap is never squeezed: {}",
+            c.read_high()
+        );
+    }
+}
+
+#[tokio::test]
+async fn globs_adopt_new_cgroups_and_skip_nested_ones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let proc = FakeProc::new(dir.path().join("proc"));
+    let root = dir.path().join("cg");
+    let a = FakeCgroup::new(&root, "machine.slice/libpod-a.scope");
+    a.set_current(100 * MIB);
+    let text = format!(
+        "cgroup_root = {root:?}\nproc_root = {:?}\nstate_dir = {:?}\n\
+         [[cgroup]]\nglob = \"machine.slice/*\"\nweight = 5\n\
+         [[cgroup]]\nglob = \"machine.slice/*/*\"\n",
+        proc.path(),
+        dir.path().join("state")
+    );
+    let (cfg, rules) = Config::parse(&text, Path::new("t.toml")).expect("valid");
+    let mut ctl = Controller::new(cfg, rules).expect("start");
+    assert_eq!(ctl.tick().await.expect("tick").cgroups.len(), 1);
+    let b = FakeCgroup::new(&root, "machine.slice/libpod-b.scope");
+    b.set_current(100 * MIB);
+    let _nested = FakeCgroup::new(&root, "machine.slice/libpod-b.scope/inner");
+    let r = ctl.tick().await.expect("tick").clone();
+    let paths: Vec<&str> = r.cgroups.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "machine.slice/libpod-a.scope",
+            "machine.slice/libpod-b.scope"
+        ]
+    );
+    assert!(r.cgroups.iter().all(|c| c.weight == 5));
+}
+
+#[test]
+fn refuses_a_root_that_is_not_cgroup_v2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = format!(
+        "cgroup_root = {:?}\nstate_dir = {:?}\n",
+        dir.path(),
+        dir.path().join("s")
+    );
+    let (cfg, rules) = Config::parse(&text, Path::new("t.toml")).expect("valid");
+    let err = Controller::new(cfg, rules)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains("cgroup"), "{err}");
+}
+
+/// The binary: SIGTERM restores the originals and exits 0.
+#[test]
+fn sigterm_restores_originals() {
+    let tree = seed_tree();
+    tree.cg(2).set_low(Limit::Bytes(7 * MIB));
+    let cfg = tree.dir.path().join("memweight.toml");
+    std::fs::write(
+        &cfg,
+        tree.config(&format!(
+            "max_step = \"100%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"\n{SEED_RULES}"
+        )),
+    )
+    .expect("write config");
+    let child = Command::new(env!("CARGO_BIN_EXE_memweightd"))
+        .arg("--config")
+        .arg(&cfg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn memweightd");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tree.cg(0).read_high().trim() == "max" {
+        assert!(Instant::now() < deadline, "daemon never wrote memory.high");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let out = child.wait_with_output().expect("wait");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {log}", out.status);
+    for c in &tree.cgroups {
+        assert_eq!(c.read_high().trim(), "max", "{log}");
+    }
+    assert_eq!(tree.cg(2).read_low().trim(), (7 * MIB).to_string());
+    assert_eq!(tree.cg(0).read_low().trim(), "0");
+}
+
+#[test]
+fn check_config_reports_bad_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[[cgroup]]\npath = \"a\"\nweight = 0\n").expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_memweightd"))
+        .arg("--check-config")
+        .arg(&bad)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cgroup[0].weight"), "{err}");
+    let good = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/memweight.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_memweightd"))
+        .arg("--check-config")
+        .arg(&good)
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Regression: a cgroup held at its memory.high hides its demand. Before the fix the daemon saw
+/// Σ usage ≤ C once the throttle worked, declared the pressure over, restored `max`, and the
+/// cgroups ballooned again every few seconds (lab run ci-converge, 2026-11-21).
+#[tokio::test]
+async fn regression_throttled_cgroups_stay_at_their_level() {
+    let tree = seed_tree();
+    let mut ctl = controller(
+        &tree,
+        "max_step = \"100%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"",
+    );
+    ctl.tick().await.expect("tick");
+    let levels: Vec<u64> = tree.cgroups.iter().map(high_bytes).collect();
+    assert!(levels[0] < levels[1] && levels[1] < levels[2], "{levels:?}");
+    // The kernel pulls each cgroup down to its memory.high.
+    for (c, h) in tree.cgroups.iter().zip(&levels) {
+        c.set_current(*h);
+    }
+    let r = ctl.tick().await.expect("tick").clone();
+    assert!(
+        r.pressure,
+        "throttled cgroups still want more than the pool"
+    );
+    let again: Vec<u64> = tree.cgroups.iter().map(high_bytes).collect();
+    assert_eq!(again, levels);
+    // One container exits: its share flows to the others by weight, not back to `max`.
+    tree.cg(2).remove();
+    ctl.tick().await.expect("tick");
+    let h1 = high_bytes(tree.cg(0));
+    let h2 = high_bytes(tree.cg(1));
+    assert!(h1 > levels[0] && h2 > levels[1], "{h1} {h2} vs {levels:?}");
+    assert!(
+        h2.abs_diff(2 * h1) <= 2 * 4096,
+        "weights 1:2 split the pool: {h1} {h2}"
+    );
+    assert_ne!(tree.cg(0).read_high().trim(), "max");
+}

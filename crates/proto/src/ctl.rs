@@ -1,0 +1,891 @@
+//! The control-socket protocol between `memweightctl` and `memweightd`.
+//!
+//! One JSON object per line in each direction over a Unix stream socket: the client writes one
+//! [`Request`], the daemon answers with one [`Response`] and closes. Both carry
+//! [`PROTOCOL_VERSION`]; a side that reads another version answers with
+//! [`ErrorKind::VersionMismatch`] instead of guessing at fields it may not know.
+//!
+//! Everything here is pure: [`parse_request`] and [`parse_response`] take a line and return
+//! typed values or a one-line error, so the daemon's request handling and the client's output
+//! are tested without a socket. Cgroup paths are checked by [`normalize_cgroup`] (no `..`, no
+//! empty components, nothing outside the cgroup root) and weights by [`check_weight`].
+//!
+//! ```text
+//! → {"version":1,"command":{"op":"set","cgroup":"lab/c1","weight":300}}
+//! ← {"version":1,"result":{"ok":{"kind":"setting","cgroup":"lab/c1",...}}}
+//! ← {"version":1,"result":{"error":{"kind":"not-managed","message":"..."}}}
+//! ```
+
+use memweight_policy::human;
+use serde::{Deserialize, Serialize};
+
+/// Version of the request and response layout; bumped on any incompatible change.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Where the daemon listens unless configured otherwise.
+pub const DEFAULT_SOCKET: &str = "/run/memweight/memweightd.sock";
+/// Smallest weight accepted.
+pub const MIN_WEIGHT: u32 = 1;
+/// Largest weight accepted.
+pub const MAX_WEIGHT: u32 = 10_000;
+/// Longest request line the daemon reads; anything longer is refused.
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// One request: the protocol version and a command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    /// [`PROTOCOL_VERSION`] of the sender.
+    pub version: u32,
+    /// What to do.
+    pub command: Command,
+}
+
+impl Request {
+    /// A request of this protocol version.
+    #[must_use]
+    pub fn new(command: Command) -> Self {
+        Request {
+            version: PROTOCOL_VERSION,
+            command,
+        }
+    }
+
+    /// The request as one JSON line (with the trailing newline).
+    #[must_use]
+    pub fn to_line(&self) -> String {
+        to_line(self)
+    }
+}
+
+/// What the client asks of the daemon.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Command {
+    /// Set a runtime override of a managed cgroup's weight (and optionally floor and ceiling).
+    Set {
+        /// Cgroup path relative to the cgroup root.
+        cgroup: String,
+        /// Weight, `1..=10000`.
+        weight: u32,
+        /// Floor in bytes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        min: Option<u64>,
+        /// Ceiling in bytes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max: Option<u64>,
+    },
+    /// Drop a runtime override: the configured values apply again.
+    Unset {
+        /// Cgroup path.
+        cgroup: String,
+    },
+    /// The configured and effective settings of one cgroup.
+    Get {
+        /// Cgroup path.
+        cgroup: String,
+    },
+    /// The pool and one row per managed cgroup, from the last tick.
+    Status,
+    /// The numbers and the reason behind one cgroup's target and writes.
+    Explain {
+        /// Cgroup path.
+        cgroup: String,
+    },
+    /// Re-read the configuration file (like SIGHUP).
+    Reload,
+}
+
+impl Command {
+    /// The cgroup the command names, if any.
+    #[must_use]
+    pub fn cgroup(&self) -> Option<&str> {
+        match self {
+            Command::Set { cgroup, .. }
+            | Command::Unset { cgroup }
+            | Command::Get { cgroup }
+            | Command::Explain { cgroup } => Some(cgroup),
+            Command::Status | Command::Reload => None,
+        }
+    }
+
+    /// Checks what can be checked without the daemon's state: the weight, the floor against
+    /// the ceiling, and the shape of the cgroup path.
+    pub fn validate(&self) -> Result<(), ErrorReply> {
+        if let Some(c) = self.cgroup() {
+            check_relative_shape(c)?;
+        }
+        if let Command::Set {
+            weight, min, max, ..
+        } = self
+        {
+            check_weight(*weight)?;
+            if let (Some(lo), Some(hi)) = (min, max)
+                && hi < lo
+            {
+                return Err(ErrorReply::new(
+                    ErrorKind::BadRequest,
+                    format!(
+                        "--max ({}) is below --min ({}); the ceiling must be at least the floor",
+                        human::bytes(*hi),
+                        human::bytes(*lo)
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The daemon's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Response {
+    /// [`PROTOCOL_VERSION`] of the daemon.
+    pub version: u32,
+    /// The reply or the error.
+    pub result: Outcome,
+}
+
+impl Response {
+    /// A response of this protocol version.
+    #[must_use]
+    pub fn new(result: Outcome) -> Self {
+        Response {
+            version: PROTOCOL_VERSION,
+            result,
+        }
+    }
+
+    /// The response as one JSON line (with the trailing newline).
+    #[must_use]
+    pub fn to_line(&self) -> String {
+        to_line(self)
+    }
+}
+
+/// Success or failure of one request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// The command succeeded.
+    Ok(Reply),
+    /// The command failed.
+    Error(ErrorReply),
+}
+
+impl From<Result<Reply, ErrorReply>> for Outcome {
+    fn from(r: Result<Reply, ErrorReply>) -> Self {
+        match r {
+            Ok(reply) => Outcome::Ok(reply),
+            Err(e) => Outcome::Error(e),
+        }
+    }
+}
+
+/// A successful reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Reply {
+    /// `set`, `unset` and `get`: the cgroup's settings after the command.
+    Setting(Setting),
+    /// `status`.
+    Status(Status),
+    /// `explain` (boxed: much larger than the other replies).
+    Explain(Box<Explanation>),
+    /// `reload`.
+    Reloaded(Reloaded),
+}
+
+/// Weight, floor and ceiling as configured, as overridden, and in effect.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Setting {
+    /// Cgroup path.
+    pub cgroup: String,
+    /// Whether the daemon manages the cgroup now (it exists and a rule names it).
+    pub managed: bool,
+    /// What the configuration file says.
+    pub configured: Values,
+    /// The runtime override (`memweightctl set`), if any.
+    pub runtime_override: Option<Values>,
+    /// What applies from the next tick on.
+    pub effective: Values,
+}
+
+/// Weight, floor and ceiling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Values {
+    /// Weight.
+    pub weight: u32,
+    /// Floor in bytes (`None`: none set).
+    pub min: Option<u64>,
+    /// Ceiling in bytes (`None`: none set).
+    pub max: Option<u64>,
+}
+
+/// The pool and host, as of the last tick.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pool {
+    /// Tick number since the daemon started.
+    pub tick: u64,
+    /// Whether writes are enforced (`false`: dry run).
+    pub enforce: bool,
+    /// Pool capacity C.
+    pub capacity: u64,
+    /// MemAvailable shortfall below the reserve that came off the pool.
+    pub shortfall: u64,
+    /// What host PSI took off the pool.
+    pub psi_cut: u64,
+    /// TU: total usage of the managed cgroups.
+    pub total_usage: u64,
+    /// TW: total weight.
+    pub total_weight: u64,
+    /// Usage exceeds the pool.
+    pub pressure: bool,
+    /// Floors alone exceed the pool.
+    pub overcommitted: bool,
+    /// Host MemTotal.
+    pub mem_total: u64,
+    /// Host MemAvailable.
+    pub mem_available: u64,
+    /// Host SwapFree.
+    pub swap_free: u64,
+    /// Host memory PSI some avg10 (%).
+    pub host_psi_some_avg10: Option<f64>,
+    /// Host memory PSI full avg10 (%).
+    pub host_psi_full_avg10: Option<f64>,
+    /// How long the tick took, in microseconds.
+    pub duration_us: u64,
+}
+
+/// One managed cgroup as of the last tick.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CgroupStatus {
+    /// Path relative to the cgroup root.
+    pub cgroup: String,
+    /// Effective weight.
+    pub weight: u32,
+    /// The weight comes from a runtime override.
+    pub overridden: bool,
+    /// memory.current.
+    pub usage: u64,
+    /// EA = TU × W / TW.
+    pub expected: u64,
+    /// EX = U − EA.
+    pub exceed: i64,
+    /// Water-filled target.
+    pub target: u64,
+    /// Entitlement (what memory.low protects).
+    pub entitlement: u64,
+    /// Floor the target never goes below.
+    pub floor: u64,
+    /// Ceiling the policy puts on memory.high (`None`: none).
+    pub ceiling: Option<u64>,
+    /// memory.high as read (`None`: max).
+    pub high: Option<u64>,
+    /// memory.low as read (`None`: max).
+    pub low: Option<u64>,
+    /// memory.swap.current (`None`: no swap accounting).
+    pub swap: Option<u64>,
+    /// memory.pressure some avg10 (%).
+    pub psi_some_avg10: Option<f64>,
+    /// memory.pressure full avg10 (%).
+    pub psi_full_avg10: Option<f64>,
+    /// memory.events `high`.
+    pub events_high: u64,
+    /// memory.events `max`.
+    pub events_max: u64,
+    /// memory.events `oom_kill`.
+    pub events_oom_kill: u64,
+    /// memory.high written this tick (`None`: unchanged).
+    pub wrote_high: Option<String>,
+    /// memory.low written this tick (`None`: unchanged).
+    pub wrote_low: Option<u64>,
+    /// Bytes asked of memory.reclaim this tick.
+    pub reclaim: Option<u64>,
+    /// `ok`, `busy` or `dry-run`.
+    pub state: String,
+    /// The policy's reason, e.g. `above weighted share by 312 MiB`.
+    pub reason: String,
+}
+
+/// `status`: the pool and every managed cgroup.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// The pool and host.
+    pub pool: Pool,
+    /// One row per managed cgroup, sorted by path.
+    pub cgroups: Vec<CgroupStatus>,
+}
+
+/// `explain`: one cgroup's numbers, settings and the pool they were computed against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Explanation {
+    /// The cgroup's row of the last tick.
+    pub status: CgroupStatus,
+    /// Its settings.
+    pub setting: Setting,
+    /// The pool.
+    pub pool: Pool,
+}
+
+impl Explanation {
+    /// The reasoning in sentences, from the pool down to the writes.
+    #[must_use]
+    pub fn narrative(&self) -> Vec<String> {
+        let s = &self.status;
+        let p = &self.pool;
+        let b = human::bytes;
+        let mut out = Vec::new();
+        let source = if s.overridden {
+            "runtime override"
+        } else {
+            "configuration"
+        };
+        out.push(format!(
+            "weight {} (from the {source}) of total weight {}",
+            s.weight, p.total_weight
+        ));
+        out.push(format!(
+            "pool capacity {} for total usage {}: {}",
+            b(p.capacity),
+            b(p.total_usage),
+            if p.pressure {
+                "under pressure, memory is water-filled by weight"
+            } else {
+                "no pressure, nothing needs reclaiming"
+            }
+        ));
+        let exceed = if s.exceed < 0 {
+            format!("{} below", b(s.exceed.unsigned_abs()))
+        } else {
+            format!("{} above", b(s.exceed.unsigned_abs()))
+        };
+        out.push(format!(
+            "usage {} against expected share {} (EA = TU × W / TW): {exceed} it",
+            b(s.usage),
+            b(s.expected)
+        ));
+        out.push(format!(
+            "target {} (floor {}{}); reason: {}",
+            b(s.target),
+            b(s.floor),
+            s.ceiling
+                .map(|c| format!(", memory.high ceiling {}", b(c)))
+                .unwrap_or_default(),
+            s.reason
+        ));
+        out.push(format!(
+            "entitlement {} is what memory.low protects",
+            b(s.entitlement)
+        ));
+        let mut writes = Vec::new();
+        if let Some(h) = &s.wrote_high {
+            let shown = h
+                .parse::<u64>()
+                .map_or_else(|_| h.clone(), |v| b(v).to_string());
+            writes.push(format!("memory.high = {shown}"));
+        }
+        if let Some(l) = s.wrote_low {
+            writes.push(format!("memory.low = {}", b(l)));
+        }
+        if let Some(r) = s.reclaim {
+            writes.push(format!("memory.reclaim {}", b(r)));
+        }
+        out.push(if writes.is_empty() {
+            format!(
+                "no writes this tick: the kernel already holds the decided values (state {})",
+                s.state
+            )
+        } else if !p.enforce {
+            format!("dry run, would write: {}", writes.join(", "))
+        } else {
+            format!("wrote: {}", writes.join(", "))
+        });
+        out
+    }
+}
+
+/// `reload`: what the new configuration holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reloaded {
+    /// The file read.
+    pub config: String,
+    /// Number of `[[cgroup]]` rules.
+    pub rules: usize,
+    /// Runtime overrides kept.
+    pub overrides_kept: usize,
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorKind {
+    /// Malformed request, bad weight, bad path.
+    BadRequest,
+    /// No rule in the configuration names the cgroup.
+    NotManaged,
+    /// A rule names it but no such cgroup is managed now (it does not exist).
+    UnknownCgroup,
+    /// The peer is neither root nor in the configured group.
+    PermissionDenied,
+    /// Client and daemon speak different protocol versions.
+    VersionMismatch,
+    /// No tick has completed yet.
+    NotReady,
+    /// The configuration could not be (re)loaded.
+    ConfigInvalid,
+    /// Anything else on the daemon's side (state file not writable, …).
+    Internal,
+}
+
+/// A failed request: what kind, and one line that says what to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct ErrorReply {
+    /// The kind, for exit codes.
+    pub kind: ErrorKind,
+    /// One line for the user.
+    pub message: String,
+}
+
+impl ErrorReply {
+    /// An error of `kind`.
+    #[must_use]
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        ErrorReply {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// Checks that `weight` is in `1..=10000`.
+pub fn check_weight(weight: u32) -> Result<(), ErrorReply> {
+    if (MIN_WEIGHT..=MAX_WEIGHT).contains(&weight) {
+        Ok(())
+    } else {
+        Err(ErrorReply::new(
+            ErrorKind::BadRequest,
+            format!("weight {weight} is out of range; use {MIN_WEIGHT}..={MAX_WEIGHT}"),
+        ))
+    }
+}
+
+/// Checks the shape of a cgroup path without knowing the root: no `.`/`..`/empty components,
+/// no NUL, not empty. Absolute paths pass here; the daemon decides whether they are inside
+/// its root ([`normalize_cgroup`]).
+fn check_relative_shape(cgroup: &str) -> Result<(), ErrorReply> {
+    let t = cgroup.trim().trim_matches('/');
+    if t.is_empty() {
+        return Err(bad_path(
+            cgroup,
+            "names the cgroup root itself; name a cgroup below it, e.g. system.slice/foo.service",
+        ));
+    }
+    if t.split('/').any(|c| c == "..") {
+        return Err(bad_path(
+            cgroup,
+            "contains `..`; cgroup paths must stay inside the cgroup root",
+        ));
+    }
+    if t.split('/').any(|c| c.is_empty() || c == ".") {
+        return Err(bad_path(
+            cgroup,
+            "has an empty or `.` component; write it like lab/c1",
+        ));
+    }
+    if t.contains('\0') || t.contains('\n') {
+        return Err(bad_path(cgroup, "contains a NUL or newline character"));
+    }
+    Ok(())
+}
+
+fn bad_path(cgroup: &str, why: &str) -> ErrorReply {
+    ErrorReply::new(
+        ErrorKind::BadRequest,
+        format!("cgroup path {cgroup:?} {why}"),
+    )
+}
+
+/// Turns a user-given cgroup path into the daemon's form: relative to `root`, no leading or
+/// trailing slash. An absolute path is accepted only when it lies below `root` (e.g.
+/// `/sys/fs/cgroup/lab/c1` with root `/sys/fs/cgroup`).
+pub fn normalize_cgroup(cgroup: &str, root: &str) -> Result<String, ErrorReply> {
+    let trimmed = cgroup.trim();
+    let relative = if trimmed.starts_with('/') {
+        let root = root.trim_end_matches('/');
+        match trimmed.strip_prefix(root) {
+            Some(rest) if rest.starts_with('/') || (root.is_empty() && !rest.is_empty()) => rest,
+            _ => {
+                return Err(bad_path(
+                    cgroup,
+                    &format!(
+                        "is outside the cgroup root {root}; give a path relative to it, \
+                         e.g. lab/c1"
+                    ),
+                ));
+            }
+        }
+    } else {
+        trimmed
+    };
+    check_relative_shape(relative).map_err(|e| {
+        // Report the user's spelling, not the stripped one.
+        ErrorReply::new(
+            e.kind,
+            e.message
+                .replace(&format!("{relative:?}"), &format!("{cgroup:?}")),
+        )
+    })?;
+    Ok(relative.trim_matches('/').to_owned())
+}
+
+/// Reads the `version` field first so that a request from another protocol version gets a
+/// clear mismatch error rather than a confusing field error.
+fn check_version(value: &serde_json::Value, who: &str) -> Result<(), ErrorReply> {
+    let version = value.get("version").and_then(serde_json::Value::as_u64);
+    match version {
+        Some(v) if v == u64::from(PROTOCOL_VERSION) => Ok(()),
+        Some(v) => Err(ErrorReply::new(
+            ErrorKind::VersionMismatch,
+            format!(
+                "protocol version mismatch: the {who} speaks version {v}, this side speaks \
+                 {PROTOCOL_VERSION}; use the memweightctl that came with this memweightd"
+            ),
+        )),
+        None => Err(ErrorReply::new(
+            ErrorKind::VersionMismatch,
+            format!(
+                "the {who}'s message has no protocol version (expected {{\"version\": \
+                 {PROTOCOL_VERSION}, ...}}); is this a memweightd socket?"
+            ),
+        )),
+    }
+}
+
+/// Parses and validates one request line (the daemon's side).
+pub fn parse_request(line: &str) -> Result<Command, ErrorReply> {
+    if line.len() > MAX_LINE {
+        return Err(ErrorReply::new(
+            ErrorKind::BadRequest,
+            format!("request longer than {MAX_LINE} bytes"),
+        ));
+    }
+    let value: serde_json::Value = serde_json::from_str(line)
+        .map_err(|e| ErrorReply::new(ErrorKind::BadRequest, format!("request is not JSON: {e}")))?;
+    check_version(&value, "client")?;
+    let req: Request = serde_json::from_value(value)
+        .map_err(|e| ErrorReply::new(ErrorKind::BadRequest, format!("malformed request: {e}")))?;
+    req.command.validate()?;
+    Ok(req.command)
+}
+
+/// Parses one response line (the client's side). A daemon error comes back as `Ok(Err(..))`;
+/// an unreadable or other-version response as `Err`.
+pub fn parse_response(line: &str) -> Result<Result<Reply, ErrorReply>, ErrorReply> {
+    let value: serde_json::Value = serde_json::from_str(line).map_err(|e| {
+        ErrorReply::new(
+            ErrorKind::VersionMismatch,
+            format!("the daemon's answer is not JSON ({e}); is this a memweightd socket?"),
+        )
+    })?;
+    check_version(&value, "daemon")?;
+    let resp: Response = serde_json::from_value(value).map_err(|e| {
+        ErrorReply::new(
+            ErrorKind::VersionMismatch,
+            format!("cannot read the daemon's answer: {e}"),
+        )
+    })?;
+    Ok(match resp.result {
+        Outcome::Ok(r) => Ok(r),
+        Outcome::Error(e) => Err(e),
+    })
+}
+
+fn to_line<T: Serialize>(value: &T) -> String {
+    // These types hold only strings, integers, finite floats and options: encoding cannot fail.
+    let mut s = serde_json::to_string(value).unwrap_or_else(|e| {
+        format!(
+            "{{\"version\":{PROTOCOL_VERSION},\"result\":{{\"error\":{{\"kind\":\"internal\",\
+             \"message\":\"cannot encode: {}\"}}}}}}",
+            e.to_string().replace('"', "'")
+        )
+    });
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(weight: u32) -> Command {
+        Command::Set {
+            cgroup: "lab/c1".into(),
+            weight,
+            min: None,
+            max: None,
+        }
+    }
+
+    #[test]
+    fn requests_round_trip() {
+        for cmd in [
+            set(300),
+            Command::Set {
+                cgroup: "a/b".into(),
+                weight: 1,
+                min: Some(1 << 20),
+                max: Some(1 << 30),
+            },
+            Command::Unset {
+                cgroup: "lab/c1".into(),
+            },
+            Command::Get { cgroup: "x".into() },
+            Command::Status,
+            Command::Explain { cgroup: "x".into() },
+            Command::Reload,
+        ] {
+            let line = Request::new(cmd.clone()).to_line();
+            assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'));
+            assert_eq!(parse_request(&line), Ok(cmd));
+        }
+    }
+
+    #[test]
+    fn wire_form_is_stable() {
+        let line = Request::new(set(300)).to_line();
+        assert_eq!(
+            line,
+            "{\"version\":1,\"command\":{\"op\":\"set\",\"cgroup\":\"lab/c1\",\"weight\":300}}\n"
+        );
+        let line = Request::new(Command::Status).to_line();
+        assert_eq!(line, "{\"version\":1,\"command\":{\"op\":\"status\"}}\n");
+    }
+
+    #[test]
+    fn version_mismatch_is_named() {
+        let e = parse_request("{\"version\":2,\"command\":{\"op\":\"frobnicate\"}}")
+            .expect_err("other version");
+        assert_eq!(e.kind, ErrorKind::VersionMismatch);
+        assert!(e.message.contains("version 2"), "{}", e.message);
+        let e = parse_request("{\"command\":{\"op\":\"status\"}}").expect_err("no version");
+        assert_eq!(e.kind, ErrorKind::VersionMismatch);
+        let e = parse_response("{\"version\":7,\"result\":{}}").expect_err("other version");
+        assert_eq!(e.kind, ErrorKind::VersionMismatch);
+        assert!(
+            e.message.contains("daemon speaks version 7"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn bad_requests_get_one_line() {
+        let cases = [
+            ("not json", "not JSON"),
+            ("{\"version\":1,\"command\":{\"op\":\"nope\"}}", "malformed"),
+            (
+                "{\"version\":1,\"command\":{\"op\":\"get\",\"cgroup\":\"a\",\"x\":1}}",
+                "malformed",
+            ),
+            (
+                "{\"version\":1,\"command\":{\"op\":\"set\",\"cgroup\":\"a\",\"weight\":0}}",
+                "weight 0 is out of range",
+            ),
+            (
+                "{\"version\":1,\"command\":{\"op\":\"set\",\"cgroup\":\"a\",\"weight\":10001}}",
+                "1..=10000",
+            ),
+            (
+                "{\"version\":1,\"command\":{\"op\":\"set\",\"cgroup\":\"a\",\"weight\":-1}}",
+                "malformed",
+            ),
+            (
+                "{\"version\":1,\"command\":{\"op\":\"get\",\"cgroup\":\"../etc\"}}",
+                "`..`",
+            ),
+            (
+                "{\"version\":1,\"command\":{\"op\":\"get\",\"cgroup\":\"/\"}}",
+                "root itself",
+            ),
+            (
+                "{\"version\":1,\"command\":{\"op\":\"set\",\"cgroup\":\"a\",\"weight\":5,\"min\":10,\"max\":5}}",
+                "below --min",
+            ),
+        ];
+        for (line, want) in cases {
+            let e = parse_request(line).expect_err(line);
+            assert_eq!(e.kind, ErrorKind::BadRequest, "{line}");
+            assert!(e.message.contains(want), "{line}: {:?}", e.message);
+            assert!(!e.message.contains('\n'), "{line}: {:?}", e.message);
+        }
+        let huge = "x".repeat(MAX_LINE + 1);
+        assert_eq!(
+            parse_request(&huge).expect_err("huge").kind,
+            ErrorKind::BadRequest
+        );
+    }
+
+    #[test]
+    fn weights_at_the_edges() {
+        assert!(check_weight(1).is_ok());
+        assert!(check_weight(10_000).is_ok());
+        assert!(check_weight(0).is_err());
+        assert!(check_weight(10_001).is_err());
+    }
+
+    #[test]
+    fn cgroup_paths_are_normalized_or_refused() {
+        let root = "/sys/fs/cgroup";
+        assert_eq!(normalize_cgroup("lab/c1", root), Ok("lab/c1".into()));
+        assert_eq!(normalize_cgroup("lab/c1/", root), Ok("lab/c1".into()));
+        assert_eq!(
+            normalize_cgroup("/sys/fs/cgroup/lab/c1", root),
+            Ok("lab/c1".into())
+        );
+        assert_eq!(
+            normalize_cgroup("/sys/fs/cgroup/lab/c1", "/sys/fs/cgroup/"),
+            Ok("lab/c1".into())
+        );
+        for (bad, want) in [
+            ("/etc/passwd", "outside the cgroup root"),
+            ("/sys/fs/cgroupX/a", "outside the cgroup root"),
+            ("/sys/fs/cgroup", "outside the cgroup root"),
+            ("/sys/fs/cgroup/", "root itself"),
+            ("lab/../../etc", "`..`"),
+            ("/sys/fs/cgroup/../x", "`..`"),
+            ("lab//c1", "empty"),
+            ("lab/./c1", "empty"),
+            ("", "root itself"),
+        ] {
+            let e = normalize_cgroup(bad, root).expect_err(bad);
+            assert_eq!(e.kind, ErrorKind::BadRequest);
+            assert!(e.message.contains(want), "{bad}: {}", e.message);
+        }
+    }
+
+    fn sample_status() -> CgroupStatus {
+        CgroupStatus {
+            cgroup: "lab/c1".into(),
+            weight: 1,
+            overridden: true,
+            usage: 2000 << 20,
+            expected: 1000 << 20,
+            exceed: 1000 << 20,
+            target: 833 << 20,
+            entitlement: 700 << 20,
+            floor: 16 << 20,
+            ceiling: Some(834 << 20),
+            high: Some(834 << 20),
+            low: Some(700 << 20),
+            swap: Some(0),
+            psi_some_avg10: Some(1.5),
+            psi_full_avg10: None,
+            events_high: 3,
+            events_max: 0,
+            events_oom_kill: 0,
+            wrote_high: Some((834_u64 << 20).to_string()),
+            wrote_low: None,
+            reclaim: None,
+            state: "ok".into(),
+            reason: "above weighted share by 1167 MiB".into(),
+        }
+    }
+
+    fn sample_pool() -> Pool {
+        Pool {
+            tick: 4,
+            enforce: true,
+            capacity: 4500 << 20,
+            shortfall: 0,
+            psi_cut: 0,
+            total_usage: 6000 << 20,
+            total_weight: 6,
+            pressure: true,
+            overcommitted: false,
+            mem_total: 8 << 30,
+            mem_available: 1 << 30,
+            swap_free: 0,
+            host_psi_some_avg10: Some(12.0),
+            host_psi_full_avg10: Some(3.0),
+            duration_us: 150,
+        }
+    }
+
+    #[test]
+    fn responses_round_trip() {
+        let v = Values {
+            weight: 5,
+            min: None,
+            max: Some(1 << 30),
+        };
+        let replies = [
+            Reply::Setting(Setting {
+                cgroup: "lab/c1".into(),
+                managed: true,
+                configured: v,
+                runtime_override: None,
+                effective: v,
+            }),
+            Reply::Status(Status {
+                pool: sample_pool(),
+                cgroups: vec![sample_status()],
+            }),
+            Reply::Reloaded(Reloaded {
+                config: "/etc/memweight/memweight.toml".into(),
+                rules: 3,
+                overrides_kept: 1,
+            }),
+        ];
+        for r in replies {
+            let line = Response::new(Outcome::Ok(r.clone())).to_line();
+            assert_eq!(parse_response(&line), Ok(Ok(r)));
+        }
+        let err = ErrorReply::new(ErrorKind::NotManaged, "lab/x is not managed");
+        let line = Response::new(Outcome::Error(err.clone())).to_line();
+        assert!(line.contains("\"not-managed\""), "{line}");
+        assert_eq!(parse_response(&line), Ok(Err(err)));
+    }
+
+    #[test]
+    fn narrative_follows_the_numbers() {
+        let e = Explanation {
+            status: sample_status(),
+            setting: Setting {
+                cgroup: "lab/c1".into(),
+                managed: true,
+                configured: Values {
+                    weight: 3,
+                    min: None,
+                    max: None,
+                },
+                runtime_override: Some(Values {
+                    weight: 1,
+                    min: None,
+                    max: None,
+                }),
+                effective: Values {
+                    weight: 1,
+                    min: None,
+                    max: None,
+                },
+            },
+            pool: sample_pool(),
+        };
+        let text = e.narrative().join("\n");
+        assert!(
+            text.contains("weight 1 (from the runtime override) of total weight 6"),
+            "{text}"
+        );
+        assert!(text.contains("under pressure"), "{text}");
+        assert!(text.contains("1000 MiB above"), "{text}");
+        assert!(text.contains("wrote: memory.high = 834 MiB"), "{text}");
+        let mut quiet = e.clone();
+        quiet.status.wrote_high = None;
+        quiet.status.exceed = -(500 << 20);
+        let text = quiet.narrative().join("\n");
+        assert!(text.contains("500 MiB below"), "{text}");
+        assert!(text.contains("no writes this tick"), "{text}");
+    }
+}

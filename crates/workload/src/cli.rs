@@ -1,0 +1,612 @@
+//! Command line: clap parsing, then validation into a [`Plan`] that the modes run.
+//!
+//! Parsing and validation do no I/O, so they are tested directly.
+
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::fill::Fill;
+use crate::meter::Unit;
+
+/// Memory workloads for the memweight lab; one JSON line per second on stdout.
+#[derive(Debug, Parser)]
+#[command(name = "memweight-workload", version, about, long_about = None)]
+pub struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    pub mode: Mode,
+    /// Options every mode takes.
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// Options shared by all modes.
+#[derive(Debug, Args)]
+pub struct Common {
+    /// Stop after this many seconds of work (0 = run until SIGTERM/SIGINT).
+    #[arg(long, global = true, default_value_t = 0, value_name = "SECS")]
+    pub duration: u64,
+    /// Page content: `pattern` (compressible, not zero), `random` (incompressible), `zero`.
+    #[arg(long, global = true, value_enum, default_value_t = Fill::Pattern)]
+    pub fill: Fill,
+    /// Wait this many seconds before allocating anything (reports 0 ops meanwhile).
+    #[arg(long, global = true, default_value_t = 0, value_name = "SECS")]
+    pub start_delay: u64,
+    /// Seed of the page-picking PRNG (default: derived from the pid and the clock).
+    #[arg(long, global = true)]
+    pub seed: Option<u64>,
+}
+
+/// The workload modes.
+#[derive(Debug, Subcommand)]
+pub enum Mode {
+    /// Map SIZE of anonymous memory, fault it in, then write a word to random pages (GUPS-like).
+    ///
+    /// Ops are page touches, the initial fault-in of each page included.
+    RandomTouch {
+        /// Working set size ("300M" = 300 MiB).
+        #[arg(long, value_parser = parse_bytes)]
+        size: u64,
+        /// Threads touching disjoint slices of the working set.
+        #[arg(long, default_value = "1")]
+        threads: NonZeroUsize,
+    },
+    /// Sweep sequential writes over a BLOCK buffer until TOTAL bytes are written (sysbench-like).
+    SeqWrite {
+        /// Buffer swept by each pass.
+        #[arg(long, value_parser = parse_bytes)]
+        block: u64,
+        /// Bytes to write in all (0 = keep sweeping).
+        #[arg(long, value_parser = parse_bytes)]
+        total: u64,
+    },
+    /// Allocate and touch SIZE, then sleep holding it; optionally grow in steps.
+    Hog {
+        /// Memory held from the start.
+        #[arg(long, value_parser = parse_bytes)]
+        size: u64,
+        /// Exit this many seconds after the initial allocation (0 = hold until stopped).
+        #[arg(long, default_value_t = 0, value_name = "SECS")]
+        hold: u64,
+        /// Grow by this much every --step-every seconds.
+        #[arg(long, value_parser = parse_bytes, requires = "step_every", conflicts_with = "schedule")]
+        step: Option<u64>,
+        /// Seconds between growth steps.
+        #[arg(long, value_name = "SECS", requires = "step")]
+        step_every: Option<u64>,
+        /// Never hold more than this (caps --step growth).
+        #[arg(long, value_parser = parse_bytes)]
+        max: Option<u64>,
+        /// Held size over time, "SECS:SIZE,SECS:SIZE,..." (grows and shrinks; overrides --size
+        /// from the first entry's time on).
+        #[arg(long, value_parser = parse_schedule)]
+        schedule: Option<Schedule>,
+    },
+    /// Stream writes through the page cache into a file, like dd.
+    FileWrite {
+        /// File to create (truncated if it exists).
+        #[arg(long)]
+        path: PathBuf,
+        /// Bytes to write.
+        #[arg(long, value_parser = parse_bytes)]
+        size: u64,
+        /// Size of each write(2).
+        #[arg(long, value_parser = parse_bytes, default_value = "1M")]
+        block: u64,
+        /// After SIZE bytes, start again from offset 0 instead of exiting.
+        #[arg(long)]
+        repeat: bool,
+    },
+    /// Random reads/writes of a word per page, on a file-backed mmap (--file) or anonymous memory.
+    MmapRw {
+        /// Mapped size.
+        #[arg(long, value_parser = parse_bytes)]
+        size: u64,
+        /// File to create and map shared (default: anonymous memory).
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// Percentage of operations that read (the rest write).
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
+        read_pct: u8,
+    },
+}
+
+/// A hog's held size over time: (seconds since start, bytes), sorted by time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schedule(pub Vec<(u64, u64)>);
+
+/// Parses "300M", "1G", "4096" (binary units: M = MiB).
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    parse_size::Config::new()
+        .with_binary()
+        .parse_size(text.trim())
+        .map_err(|err| format!("{err} (expected a size like 4096, 300M or 1G)"))
+}
+
+/// Parses "0:100M,30:200M,60:50M".
+pub fn parse_schedule(text: &str) -> Result<Schedule, String> {
+    let mut entries = Vec::new();
+    for item in text
+        .split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+    {
+        let (secs, size) = item
+            .split_once(':')
+            .ok_or_else(|| format!("schedule entry {item:?} is not SECS:SIZE"))?;
+        let secs: u64 = secs
+            .trim()
+            .parse()
+            .map_err(|_| format!("schedule entry {item:?}: {secs:?} is not whole seconds"))?;
+        let size = parse_bytes(size).map_err(|err| format!("schedule entry {item:?}: {err}"))?;
+        if let Some(&(previous, _)) = entries.last()
+            && secs <= previous
+        {
+            return Err(format!(
+                "schedule times must increase, but {secs} follows {previous}"
+            ));
+        }
+        entries.push((secs, size));
+    }
+    if entries.is_empty() {
+        return Err("schedule is empty (expected SECS:SIZE,...)".to_owned());
+    }
+    Ok(Schedule(entries))
+}
+
+/// A validated, ready-to-run workload; sizes are in bytes, already rounded to whole pages
+/// where the mode maps memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The mode and its parameters.
+    pub work: Work,
+    /// Seconds of work before a clean exit (0 = forever).
+    pub duration: u64,
+    /// Seconds to wait before starting.
+    pub start_delay: u64,
+    /// Page content.
+    pub fill: Fill,
+    /// PRNG seed, if fixed on the command line.
+    pub seed: Option<u64>,
+}
+
+/// One validated mode.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Work {
+    /// See [`Mode::RandomTouch`].
+    RandomTouch {
+        /// Bytes, whole pages.
+        size: usize,
+        /// At least 1, at most the number of pages.
+        threads: usize,
+    },
+    /// See [`Mode::SeqWrite`].
+    SeqWrite {
+        /// Bytes, whole pages.
+        block: usize,
+        /// 0 = forever.
+        total: u64,
+    },
+    /// See [`Mode::Hog`].
+    Hog(HogPlan),
+    /// See [`Mode::FileWrite`].
+    FileWrite {
+        /// Destination file.
+        path: PathBuf,
+        /// Bytes per pass.
+        size: u64,
+        /// Bytes per write call.
+        block: usize,
+        /// Loop forever.
+        repeat: bool,
+    },
+    /// See [`Mode::MmapRw`].
+    MmapRw {
+        /// Bytes, whole pages.
+        size: usize,
+        /// Backing file, or anonymous when `None`.
+        file: Option<PathBuf>,
+        /// 0..=100.
+        read_pct: u8,
+    },
+}
+
+impl Work {
+    /// What this mode's operations count.
+    pub fn unit(&self) -> Unit {
+        match self {
+            Work::SeqWrite { .. } | Work::FileWrite { .. } => Unit::Bytes,
+            Work::RandomTouch { .. } | Work::Hog(_) | Work::MmapRw { .. } => Unit::Pages,
+        }
+    }
+
+    /// The mode's command-line name, for logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Work::RandomTouch { .. } => "random-touch",
+            Work::SeqWrite { .. } => "seq-write",
+            Work::Hog(_) => "hog",
+            Work::FileWrite { .. } => "file-write",
+            Work::MmapRw { .. } => "mmap-rw",
+        }
+    }
+}
+
+/// The hog's size over time (pure, so tested without allocating).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HogPlan {
+    /// Bytes held from the start.
+    pub base: u64,
+    /// Seconds to hold after the initial allocation before exiting (0 = until stopped).
+    pub hold: u64,
+    /// (bytes, every seconds) growth.
+    pub step: Option<(u64, u64)>,
+    /// Cap on the held size.
+    pub max: Option<u64>,
+    /// Explicit (seconds, bytes) schedule.
+    pub schedule: Vec<(u64, u64)>,
+}
+
+impl HogPlan {
+    /// Bytes the hog should hold `secs` seconds after it started.
+    pub fn target_at(&self, secs: u64) -> u64 {
+        let mut target = self.base;
+        if let Some((bytes, every)) = self.step
+            && every > 0
+        {
+            target = target.saturating_add(bytes.saturating_mul(secs / every));
+        }
+        if let Some(&(_, bytes)) = self.schedule.iter().rev().find(|(at, _)| *at <= secs) {
+            target = bytes;
+        }
+        self.max.map_or(target, |max| target.min(max))
+    }
+}
+
+/// The error of a command line that parsed but makes no sense; exit code 2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+fn usage(message: String) -> UsageError {
+    UsageError(message)
+}
+
+/// Rounds `bytes` (named `what`) up to whole pages, as a usize, rejecting 0 and overflow.
+fn whole_pages(what: &str, bytes: u64, page: usize) -> Result<usize, UsageError> {
+    if bytes == 0 {
+        return Err(usage(format!("--{what} must be larger than 0")));
+    }
+    let page64 = u64::try_from(page).map_err(|_| usage("page size does not fit u64".into()))?;
+    let rounded = bytes
+        .div_ceil(page64)
+        .checked_mul(page64)
+        .and_then(|b| usize::try_from(b).ok())
+        .ok_or_else(|| usage(format!("--{what} {bytes} is too large for this machine")))?;
+    Ok(rounded)
+}
+
+impl Cli {
+    /// Checks what clap cannot, rounds sizes to `page` bytes and returns the plan.
+    pub fn validate(self, page: usize) -> Result<Plan, UsageError> {
+        let work = match self.mode {
+            Mode::RandomTouch { size, threads } => {
+                let size = whole_pages("size", size, page)?;
+                let pages = size / page;
+                if threads.get() > pages {
+                    return Err(usage(format!(
+                        "--threads {threads} exceeds the {pages} pages of --size; use fewer threads or more memory"
+                    )));
+                }
+                Work::RandomTouch {
+                    size,
+                    threads: threads.get(),
+                }
+            }
+            Mode::SeqWrite { block, total } => Work::SeqWrite {
+                block: whole_pages("block", block, page)?,
+                total,
+            },
+            Mode::Hog {
+                size,
+                hold,
+                step,
+                step_every,
+                max,
+                schedule,
+            } => {
+                let step = match (step, step_every) {
+                    (Some(_), Some(0)) => {
+                        return Err(usage("--step-every must be at least 1 second".into()));
+                    }
+                    (Some(0), Some(_)) => {
+                        return Err(usage("--step must be larger than 0".into()));
+                    }
+                    (Some(bytes), Some(every)) => Some((bytes, every)),
+                    _ => None,
+                };
+                let plan = HogPlan {
+                    base: size,
+                    hold,
+                    step,
+                    max,
+                    schedule: schedule.map(|s| s.0).unwrap_or_default(),
+                };
+                // Check the largest size the plan can reach fits the address space.
+                let peak = plan
+                    .schedule
+                    .iter()
+                    .map(|&(_, bytes)| bytes)
+                    .chain([size, max.unwrap_or(0)])
+                    .max()
+                    .unwrap_or(size);
+                if usize::try_from(peak).is_err() {
+                    return Err(usage(format!("hog size {peak} is too large")));
+                }
+                Work::Hog(plan)
+            }
+            Mode::FileWrite {
+                path,
+                size,
+                block,
+                repeat,
+            } => {
+                if size == 0 {
+                    return Err(usage("--size must be larger than 0".into()));
+                }
+                if block == 0 || block > 1 << 30 {
+                    return Err(usage(format!(
+                        "--block {block} must be between 1 byte and 1G"
+                    )));
+                }
+                let block = usize::try_from(block)
+                    .map_err(|_| usage(format!("--block {block} is too large")))?;
+                Work::FileWrite {
+                    path,
+                    size,
+                    block,
+                    repeat,
+                }
+            }
+            Mode::MmapRw {
+                size,
+                file,
+                read_pct,
+            } => Work::MmapRw {
+                size: whole_pages("size", size, page)?,
+                file,
+                read_pct,
+            },
+        };
+        Ok(Plan {
+            work,
+            duration: self.common.duration,
+            start_delay: self.common.start_delay,
+            fill: self.common.fill,
+            seed: self.common.seed,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAGE: usize = 4096;
+
+    fn plan(args: &[&str]) -> Result<Plan, String> {
+        let cli =
+            Cli::try_parse_from(std::iter::once("memweight-workload").chain(args.iter().copied()))
+                .map_err(|err| err.to_string())?;
+        cli.validate(PAGE).map_err(|err| err.to_string())
+    }
+
+    #[test]
+    fn sizes_are_binary_units() {
+        assert_eq!(parse_bytes("300M"), Ok(300 << 20));
+        assert_eq!(parse_bytes("1G"), Ok(1 << 30));
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("2KiB"), Ok(2048));
+        assert!(parse_bytes("-1M").is_err());
+        assert!(parse_bytes("lots").is_err());
+        assert!(parse_bytes("").is_err());
+    }
+
+    #[test]
+    fn random_touch_with_common_options_after_the_mode() {
+        let plan = plan(&[
+            "random-touch",
+            "--size",
+            "300M",
+            "--threads",
+            "2",
+            "--duration",
+            "5",
+            "--fill",
+            "random",
+            "--start-delay",
+            "3",
+        ])
+        .expect("valid");
+        assert_eq!(
+            plan.work,
+            Work::RandomTouch {
+                size: 300 << 20,
+                threads: 2
+            }
+        );
+        assert_eq!(plan.duration, 5);
+        assert_eq!(plan.start_delay, 3);
+        assert_eq!(plan.fill, Fill::Random);
+        assert_eq!(plan.work.unit(), Unit::Pages);
+    }
+
+    #[test]
+    fn defaults() {
+        let plan = plan(&["random-touch", "--size", "1M"]).expect("valid");
+        assert_eq!(plan.duration, 0);
+        assert_eq!(plan.start_delay, 0);
+        assert_eq!(plan.fill, Fill::Pattern);
+        assert_eq!(plan.seed, None);
+        assert!(matches!(plan.work, Work::RandomTouch { threads: 1, .. }));
+    }
+
+    #[test]
+    fn sizes_round_up_to_whole_pages() {
+        let plan = plan(&["mmap-rw", "--size", "5000"]).expect("valid");
+        assert!(matches!(
+            plan.work,
+            Work::MmapRw {
+                size: 8192,
+                read_pct: 50,
+                file: None
+            }
+        ));
+    }
+
+    #[test]
+    fn bad_arguments_are_rejected() {
+        for args in [
+            &["random-touch"][..],
+            &["random-touch", "--size", "0"],
+            &["random-touch", "--size", "4K", "--threads", "2"],
+            &["random-touch", "--size", "1M", "--threads", "0"],
+            &["random-touch", "--size", "abc"],
+            &["seq-write", "--block", "0", "--total", "1G"],
+            &["hog", "--size", "1M", "--step", "1M"],
+            &["hog", "--size", "1M", "--step", "1M", "--step-every", "0"],
+            &["hog", "--size", "1M", "--schedule", "10:1M,5:2M"],
+            &["hog", "--size", "1M", "--schedule", "x"],
+            &["file-write", "--path", "/tmp/x", "--size", "0"],
+            &[
+                "file-write",
+                "--path",
+                "/tmp/x",
+                "--size",
+                "1M",
+                "--block",
+                "2G",
+            ],
+            &["mmap-rw", "--size", "1M", "--read-pct", "101"],
+            &["random-touch", "--size", "1M", "--fill", "ones"],
+            &["teleport"],
+            &[],
+        ] {
+            assert!(plan(args).is_err(), "accepted {args:?}");
+        }
+    }
+
+    #[test]
+    fn the_other_modes_parse() {
+        let seq = plan(&["seq-write", "--block", "1G", "--total", "20G"]).expect("valid");
+        assert_eq!(
+            seq.work,
+            Work::SeqWrite {
+                block: 1 << 30,
+                total: 20 << 30
+            }
+        );
+        assert_eq!(seq.work.unit(), Unit::Bytes);
+        let file = plan(&[
+            "file-write",
+            "--path",
+            "/tmp/f",
+            "--size",
+            "1G",
+            "--block",
+            "1M",
+        ])
+        .expect("valid");
+        assert_eq!(
+            file.work,
+            Work::FileWrite {
+                path: "/tmp/f".into(),
+                size: 1 << 30,
+                block: 1 << 20,
+                repeat: false
+            }
+        );
+        let mmap = plan(&[
+            "mmap-rw",
+            "--size",
+            "64M",
+            "--file",
+            "/tmp/m",
+            "--read-pct",
+            "90",
+        ])
+        .expect("valid");
+        assert_eq!(
+            mmap.work,
+            Work::MmapRw {
+                size: 64 << 20,
+                file: Some("/tmp/m".into()),
+                read_pct: 90
+            }
+        );
+    }
+
+    #[test]
+    fn hog_steps_grow_until_the_cap() {
+        let plan = plan(&[
+            "hog",
+            "--size",
+            "100M",
+            "--step",
+            "50M",
+            "--step-every",
+            "10",
+            "--max",
+            "180M",
+        ])
+        .expect("valid");
+        let Work::Hog(hog) = plan.work else {
+            panic!("not a hog: {:?}", plan.work);
+        };
+        assert_eq!(hog.target_at(0), 100 << 20);
+        assert_eq!(hog.target_at(9), 100 << 20);
+        assert_eq!(hog.target_at(10), 150 << 20);
+        assert_eq!(hog.target_at(20), 180 << 20);
+        assert_eq!(hog.target_at(u64::MAX), 180 << 20);
+    }
+
+    #[test]
+    fn hog_schedule_grows_and_shrinks() {
+        let plan = plan(&[
+            "hog",
+            "--size",
+            "10M",
+            "--schedule",
+            "30:200M, 60:400M,90:0",
+        ])
+        .expect("valid");
+        let Work::Hog(hog) = plan.work else {
+            panic!("not a hog: {:?}", plan.work);
+        };
+        assert_eq!(hog.target_at(0), 10 << 20);
+        assert_eq!(hog.target_at(30), 200 << 20);
+        assert_eq!(hog.target_at(75), 400 << 20);
+        assert_eq!(hog.target_at(1000), 0);
+    }
+
+    #[test]
+    fn hog_step_without_every_overflows_safely() {
+        let hog = HogPlan {
+            base: u64::MAX - 1,
+            hold: 0,
+            step: Some((u64::MAX, 1)),
+            max: None,
+            schedule: Vec::new(),
+        };
+        assert_eq!(hog.target_at(5), u64::MAX);
+    }
+}

@@ -1,0 +1,467 @@
+//! The workload loops. Each runs on worker threads and only bumps a shared counter and
+//! checks a stop flag every [`BATCH`] operations: no clock reads or syscalls per operation,
+//! because the lab guest runs under TCG where every instruction counts.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, SeekFrom, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::cli::{HogPlan, Work};
+use crate::fill::{Fill, XorShift, read_word, write_word};
+use crate::sys::Region;
+
+/// Operations between two updates of the shared counter / checks of the stop flag.
+pub const BATCH: u64 = 256;
+
+/// Bytes between two counter updates in the byte-counting modes.
+const BYTE_CHUNK: usize = 64 << 10;
+
+/// Hog memory is held in chunks of at most this size, so it can shrink without remapping all.
+const HOG_CHUNK: usize = 16 << 20;
+
+/// State the reporting thread and the workers share.
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// Operations done so far (pages or bytes).
+    pub ops: AtomicU64,
+    /// Set by the reporter to ask the workers to return.
+    pub stop: AtomicBool,
+}
+
+impl Shared {
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    fn add(&self, ops: u64) {
+        self.ops.fetch_add(ops, Ordering::Relaxed);
+    }
+
+    /// Sleeps up to `total`, waking early (returning false) when asked to stop.
+    pub fn sleep_unless_stopped(&self, total: Duration) -> bool {
+        let until = Instant::now() + total;
+        loop {
+            if self.stopped() {
+                return false;
+            }
+            let now = Instant::now();
+            if now >= until {
+                return true;
+            }
+            std::thread::sleep((until - now).min(Duration::from_millis(50)));
+        }
+    }
+}
+
+/// Parameters every loop needs.
+#[derive(Debug, Clone, Copy)]
+pub struct Env {
+    /// The kernel page size.
+    pub page: usize,
+    /// Page content.
+    pub fill: Fill,
+    /// PRNG seed.
+    pub seed: u64,
+}
+
+/// Runs `work` until it finishes or `shared.stop` is set.
+pub fn run(work: &Work, env: Env, shared: &Shared) -> Result<()> {
+    match work {
+        Work::RandomTouch { size, threads } => random_touch(*size, *threads, env, shared),
+        Work::SeqWrite { block, total } => seq_write(*block, *total, env, shared),
+        Work::Hog(plan) => hog(plan, env, shared),
+        Work::FileWrite {
+            path,
+            size,
+            block,
+            repeat,
+        } => file_write(path, *size, *block, *repeat, env, shared),
+        Work::MmapRw {
+            size,
+            file,
+            read_pct,
+        } => mmap_rw(*size, file.as_deref(), *read_pct, env, shared),
+    }
+}
+
+fn map_anonymous(size: usize) -> Result<Region> {
+    Region::anonymous(size).with_context(|| {
+        format!("mapping {size} bytes of anonymous memory failed; ask for a smaller --size")
+    })
+}
+
+/// Faults in every page of `buf` (counting one op per page); false if stopped meanwhile.
+fn fault_in(
+    buf: &mut [u8],
+    first_index: u64,
+    env: Env,
+    rng: &mut XorShift,
+    shared: &Shared,
+) -> bool {
+    let mut pending = 0;
+    for (page, index) in buf.chunks_mut(env.page).zip(first_index..) {
+        env.fill.init_fresh_page(page, index, rng);
+        pending += 1;
+        if pending == BATCH {
+            shared.add(pending);
+            pending = 0;
+            if shared.stopped() {
+                return false;
+            }
+        }
+    }
+    shared.add(pending);
+    true
+}
+
+/// A page index in `0..pages` from a random word.
+#[inline]
+// Justification: the value is < `pages`, which came from a usize, so it always fits.
+#[allow(clippy::cast_possible_truncation)]
+fn pick(r: u64, pages: u64) -> usize {
+    XorShift::scale(r, pages) as usize
+}
+
+fn random_touch(size: usize, threads: usize, env: Env, shared: &Shared) -> Result<()> {
+    let mut region = map_anonymous(size)?;
+    let total_pages = size / env.page;
+    let pages_per_thread = total_pages.div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|scope| {
+        for (n, slice) in region.chunks_mut(pages_per_thread * env.page).enumerate() {
+            let seed = env.seed ^ (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let first = (n * pages_per_thread) as u64;
+            scope.spawn(move || {
+                let mut rng = XorShift::new(seed);
+                if fault_in(slice, first, env, &mut rng, shared) {
+                    touch_random_pages(slice, env, &mut rng, shared);
+                }
+            });
+        }
+    });
+    Ok(())
+}
+
+/// The hot loop: one word written at the start of a random page per op.
+fn touch_random_pages(buf: &mut [u8], env: Env, rng: &mut XorShift, shared: &Shared) {
+    let pages = (buf.len() / env.page) as u64;
+    if pages == 0 {
+        return;
+    }
+    let mut seq = 0u64;
+    while !shared.stopped() {
+        for _ in 0..BATCH {
+            let r = rng.next_u64();
+            let offset = pick(r, pages) * env.page;
+            let word = env.fill.touch_word(rng, seq);
+            if let Some(page) = buf.get_mut(offset..) {
+                write_word(page, word);
+            }
+            seq = seq.wrapping_add(1);
+        }
+        shared.add(BATCH);
+    }
+}
+
+fn seq_write(block: usize, total: u64, env: Env, shared: &Shared) -> Result<()> {
+    let mut region = map_anonymous(block)?;
+    let mut rng = XorShift::new(env.seed);
+    let mut written = 0u64;
+    let mut index = 0u64;
+    loop {
+        for chunk in region.chunks_mut(BYTE_CHUNK) {
+            for page in chunk.chunks_mut(env.page) {
+                env.fill.write_page(page, index, &mut rng);
+                index = index.wrapping_add(1);
+            }
+            let len = chunk.len() as u64;
+            shared.add(len);
+            written = written.saturating_add(len);
+            if shared.stopped() || (total > 0 && written >= total) {
+                return Ok(());
+            }
+        }
+    }
+}
+
+fn hog(plan: &HogPlan, env: Env, shared: &Shared) -> Result<()> {
+    let start = Instant::now();
+    let mut rng = XorShift::new(env.seed);
+    let mut chunks: Vec<Region> = Vec::new();
+    let mut held = 0usize;
+    let mut hold_from: Option<Instant> = None;
+    loop {
+        let secs = start.elapsed().as_secs();
+        let target = usize::try_from(plan.target_at(secs)).unwrap_or(usize::MAX);
+        let target = target.div_ceil(env.page) * env.page;
+        // Shrink: drop whole chunks, then re-create a smaller last one if needed.
+        while held > target {
+            let Some(last) = chunks.pop() else { break };
+            held -= last.len();
+            drop(last);
+        }
+        // Grow in chunks, faulting each in.
+        while held < target {
+            let len = (target - held).min(HOG_CHUNK);
+            let mut chunk = map_anonymous(len)?;
+            let first = (held / env.page) as u64;
+            if !fault_in(&mut chunk, first, env, &mut rng, shared) {
+                return Ok(());
+            }
+            held += len;
+            chunks.push(chunk);
+        }
+        let since = *hold_from.get_or_insert_with(Instant::now);
+        if plan.hold > 0 && since.elapsed() >= Duration::from_secs(plan.hold) {
+            return Ok(());
+        }
+        // Sleep to the next whole second of the plan; the memory is not touched again.
+        let next = Duration::from_secs(secs + 1).saturating_sub(start.elapsed());
+        if !shared.sleep_unless_stopped(next.max(Duration::from_millis(10))) {
+            return Ok(());
+        }
+    }
+}
+
+fn file_write(
+    path: &Path,
+    size: u64,
+    block: usize,
+    repeat: bool,
+    env: Env,
+    shared: &Shared,
+) -> Result<()> {
+    let mut file = File::create(path)
+        .with_context(|| format!("creating {} failed; pass a writable --path", path.display()))?;
+    let mut rng = XorShift::new(env.seed);
+    let mut buf = vec![0u8; block];
+    for (index, page) in buf.chunks_mut(env.page).enumerate() {
+        env.fill.write_page(page, index as u64, &mut rng);
+    }
+    loop {
+        let mut written = 0u64;
+        while written < size {
+            if shared.stopped() {
+                return Ok(());
+            }
+            let len = usize::try_from(size - written).map_or(block, |left| left.min(block));
+            let data = buf.get(..len).unwrap_or(&buf);
+            file.write_all(data).with_context(|| {
+                format!(
+                    "writing to {} failed after {written} bytes; check free space",
+                    path.display()
+                )
+            })?;
+            written += data.len() as u64;
+            shared.add(data.len() as u64);
+        }
+        if !repeat {
+            return Ok(());
+        }
+        file.seek(SeekFrom::Start(0))
+            .with_context(|| format!("rewinding {} failed", path.display()))?;
+    }
+}
+
+fn mmap_rw(
+    size: usize,
+    file: Option<&Path>,
+    read_pct: u8,
+    env: Env,
+    shared: &Shared,
+) -> Result<()> {
+    let mut region = match file {
+        None => map_anonymous(size)?,
+        Some(path) => {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(path)
+                .with_context(|| {
+                    format!("opening {} failed; pass a writable --file", path.display())
+                })?;
+            file.set_len(size as u64).with_context(|| {
+                format!(
+                    "sizing {} to {size} bytes failed; check free space",
+                    path.display()
+                )
+            })?;
+            Region::shared_file(&file, size)
+                .with_context(|| format!("mapping {} ({size} bytes) failed", path.display()))?
+        }
+    };
+    let mut rng = XorShift::new(env.seed);
+    if !fault_in(&mut region, 0, env, &mut rng, shared) {
+        return Ok(());
+    }
+    let pages = (size / env.page) as u64;
+    let read_below = u64::from(read_pct);
+    let mut sink = 0u64;
+    let mut seq = 0u64;
+    while !shared.stopped() {
+        for _ in 0..BATCH {
+            let r = rng.next_u64();
+            let offset = pick(r, pages) * env.page;
+            // The low 32 bits choose read or write; the high bits chose the page.
+            let is_read = ((r & 0xffff_ffff) * 100) >> 32 < read_below;
+            if let Some(page) = region.get_mut(offset..) {
+                if is_read {
+                    sink = sink.wrapping_add(read_word(page));
+                } else {
+                    write_word(page, env.fill.touch_word(&mut rng, seq));
+                }
+            }
+            seq = seq.wrapping_add(1);
+        }
+        shared.add(BATCH);
+    }
+    std::hint::black_box(sink);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::page_size;
+
+    fn env(fill: Fill) -> Env {
+        Env {
+            page: page_size(),
+            fill,
+            seed: 7,
+        }
+    }
+
+    /// Runs `work` on a thread, stops it after `ms`, returns the op count.
+    fn run_for(work: &Work, fill: Fill, ms: u64) -> u64 {
+        let shared = Shared::default();
+        std::thread::scope(|scope| {
+            let handle = scope.spawn(|| run(work, env(fill), &shared));
+            std::thread::sleep(Duration::from_millis(ms));
+            shared.stop.store(true, Ordering::Relaxed);
+            handle
+                .join()
+                .expect("worker panicked")
+                .expect("worker failed");
+        });
+        shared.ops.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn random_touch_faults_in_and_keeps_touching() {
+        let page = page_size();
+        let work = Work::RandomTouch {
+            size: 64 * page,
+            threads: 2,
+        };
+        let ops = run_for(&work, Fill::Pattern, 100);
+        assert!(ops > 64, "only {ops} touches in 100 ms");
+    }
+
+    #[test]
+    fn seq_write_stops_at_total() {
+        let page = page_size();
+        let shared = Shared::default();
+        let total = (BYTE_CHUNK * 3) as u64;
+        run(
+            &Work::SeqWrite {
+                block: 32 * page,
+                total,
+            },
+            env(Fill::Random),
+            &shared,
+        )
+        .expect("seq-write");
+        let done = shared.ops.load(Ordering::Relaxed);
+        assert!(done >= total && done < total + BYTE_CHUNK as u64, "{done}");
+    }
+
+    #[test]
+    fn hog_holds_then_exits() {
+        let page = page_size();
+        let shared = Shared::default();
+        let plan = HogPlan {
+            base: 10 * page as u64,
+            hold: 1,
+            step: None,
+            max: None,
+            schedule: Vec::new(),
+        };
+        let started = Instant::now();
+        run(&Work::Hog(plan), env(Fill::Pattern), &shared).expect("hog");
+        assert_eq!(shared.ops.load(Ordering::Relaxed), 10);
+        assert!(started.elapsed() >= Duration::from_secs(1));
+    }
+
+    #[test]
+    fn file_write_writes_exactly_size() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("out");
+        let shared = Shared::default();
+        run(
+            &Work::FileWrite {
+                path: path.clone(),
+                size: 100_000,
+                block: 4096,
+                repeat: false,
+            },
+            env(Fill::Pattern),
+            &shared,
+        )
+        .expect("file-write");
+        assert_eq!(shared.ops.load(Ordering::Relaxed), 100_000);
+        assert_eq!(std::fs::metadata(&path).expect("stat").len(), 100_000);
+    }
+
+    #[test]
+    fn file_write_to_a_missing_directory_says_which_path() {
+        let shared = Shared::default();
+        let err = run(
+            &Work::FileWrite {
+                path: "/nonexistent-dir/x".into(),
+                size: 1,
+                block: 1,
+                repeat: false,
+            },
+            env(Fill::Zero),
+            &shared,
+        )
+        .expect_err("must fail");
+        assert!(format!("{err:#}").contains("/nonexistent-dir/x"), "{err:#}");
+    }
+
+    #[test]
+    fn mmap_rw_on_a_file_writes_the_pattern_into_it() {
+        let page = page_size();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("map");
+        let work = Work::MmapRw {
+            size: 16 * page,
+            file: Some(path.clone()),
+            read_pct: 0,
+        };
+        let ops = run_for(&work, Fill::Pattern, 50);
+        assert!(ops >= 16);
+        let bytes = std::fs::read(&path).expect("read back");
+        assert_eq!(bytes.len(), 16 * page);
+        for page_bytes in bytes.chunks(page) {
+            assert_ne!(read_word(page_bytes), 0, "every page has a nonzero header");
+        }
+    }
+
+    #[test]
+    fn mmap_rw_reads_only_leave_anonymous_memory_alone() {
+        let page = page_size();
+        let work = Work::MmapRw {
+            size: 8 * page,
+            file: None,
+            read_pct: 100,
+        };
+        assert!(run_for(&work, Fill::Zero, 50) >= 8);
+    }
+}

@@ -1,0 +1,350 @@
+//! Evaluates a scenario's `[[check]]` assertions against the run's results.
+
+use lab_agent::record::{CgroupSample, Sample};
+use lab_agent::scenario::{Check, Limit, Scenario, Size};
+
+use crate::results::Results;
+use crate::summary::Summary;
+
+/// The verdict of one check.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Outcome {
+    /// Short name with its parameters.
+    pub check: String,
+    /// Passed.
+    pub pass: bool,
+    /// Evidence.
+    pub detail: String,
+}
+
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // Rounded, clamped to ≥ 0.
+fn second(s: &Sample) -> u64 {
+    s.t.round().max(0.0) as u64
+}
+
+fn names<'a>(scenario: &'a Scenario, pattern: &'a str) -> Vec<(usize, &'a str)> {
+    scenario
+        .cgroups
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| pattern == "*" || c.name == pattern)
+        .map(|(i, c)| (i, c.name.as_str()))
+        .collect()
+}
+
+fn in_window(s: &Sample, from: u64, to: Option<u64>) -> bool {
+    let t = second(s);
+    t >= from && to.is_none_or(|to| t <= to)
+}
+
+fn cg(s: &Sample, i: usize) -> Option<&CgroupSample> {
+    s.cgroups.get(i).filter(|c| c.present)
+}
+
+fn human_limit(l: Limit) -> String {
+    match l {
+        Limit::Max => "max".to_owned(),
+        Limit::Bytes(b) => Size(b).to_string(),
+    }
+}
+
+/// Every check of the scenario, in order.
+pub fn evaluate(scenario: &Scenario, results: &Results, summary: &Summary) -> Vec<Outcome> {
+    scenario
+        .checks
+        .iter()
+        .map(|c| one(c, scenario, results, summary))
+        .collect()
+}
+
+fn one(check: &Check, scenario: &Scenario, results: &Results, summary: &Summary) -> Outcome {
+    let out = |check: String, pass: bool, detail: String| Outcome {
+        check,
+        pass,
+        detail,
+    };
+    match check {
+        Check::MaxErrorPct { max, from } => {
+            let worst = summary
+                .phases
+                .iter()
+                .filter(|p| p.start >= *from)
+                .flat_map(|p| p.cgroups.iter().map(move |c| (p.index, c)))
+                .filter_map(|(i, c)| c.error_pct.map(|e| (i, c.name.as_str(), e)))
+                .max_by(|a, b| a.2.abs().total_cmp(&b.2.abs()));
+            match worst {
+                Some((phase, name, e)) => out(
+                    format!("max-error-pct <= {max} (phases from {from}s)"),
+                    e.abs() <= *max,
+                    format!("worst {e:+.1}% ({name}, phase {phase})"),
+                ),
+                None => out(
+                    format!("max-error-pct <= {max}"),
+                    false,
+                    "no phase could be measured".into(),
+                ),
+            }
+        }
+        Check::NoOomKill => out(
+            "no-oom-kill".into(),
+            summary.oom_kills == 0,
+            format!("{} oom_kill events in managed cgroups", summary.oom_kills),
+        ),
+        Check::HighSet { cgroup, from } => {
+            let mut bad = Vec::new();
+            for (i, name) in names(scenario, cgroup) {
+                let set = results
+                    .samples
+                    .iter()
+                    .filter(|s| second(s) >= *from)
+                    .any(|s| cg(s, i).is_some_and(|c| matches!(c.high, Some(Limit::Bytes(_)))));
+                if !set {
+                    bad.push(name);
+                }
+            }
+            out(
+                format!("high-set {cgroup} (from {from}s)"),
+                bad.is_empty(),
+                if bad.is_empty() {
+                    "memory.high was written below max".into()
+                } else {
+                    format!("memory.high stayed max for {}", bad.join(", "))
+                },
+            )
+        }
+        Check::LowSet { cgroup } => {
+            let mut bad = Vec::new();
+            for (i, name) in names(scenario, cgroup) {
+                let set = results
+                    .samples
+                    .iter()
+                    .any(|s| cg(s, i).is_some_and(|c| c.low.is_some_and(|l| l > 0)));
+                if !set {
+                    bad.push(name);
+                }
+            }
+            out(
+                format!("low-set {cgroup}"),
+                bad.is_empty(),
+                if bad.is_empty() {
+                    "memory.low was written above 0".into()
+                } else {
+                    format!("memory.low stayed 0 for {}", bad.join(", "))
+                },
+            )
+        }
+        Check::HighStays {
+            cgroup,
+            value,
+            from,
+            to,
+        } => {
+            let mut seen = 0usize;
+            let mut first_bad = None;
+            for (i, name) in names(scenario, cgroup) {
+                for s in results.samples.iter().filter(|s| in_window(s, *from, *to)) {
+                    if let Some(c) = cg(s, i) {
+                        seen += 1;
+                        if c.high != Some(*value) && first_bad.is_none() {
+                            first_bad = Some(format!(
+                                "{name} memory.high = {} at {:.0}s",
+                                c.high.map_or_else(|| "?".into(), human_limit),
+                                s.t
+                            ));
+                        }
+                    }
+                }
+            }
+            out(
+                format!("high-stays {cgroup} == {}", human_limit(*value)),
+                seen > 0 && first_bad.is_none(),
+                first_bad.unwrap_or_else(|| format!("{seen} samples checked")),
+            )
+        }
+        Check::LowStays {
+            cgroup,
+            value,
+            from,
+            to,
+        } => {
+            let mut seen = 0usize;
+            let mut first_bad = None;
+            for (i, name) in names(scenario, cgroup) {
+                for s in results.samples.iter().filter(|s| in_window(s, *from, *to)) {
+                    if let Some(c) = cg(s, i) {
+                        seen += 1;
+                        if c.low != Some(value.0) && first_bad.is_none() {
+                            first_bad = Some(format!(
+                                "{name} memory.low = {} at {:.0}s",
+                                c.low.map_or_else(|| "?".into(), |l| l.to_string()),
+                                s.t
+                            ));
+                        }
+                    }
+                }
+            }
+            out(
+                format!("low-stays {cgroup} == {value}"),
+                seen > 0 && first_bad.is_none(),
+                first_bad.unwrap_or_else(|| format!("{seen} samples checked")),
+            )
+        }
+        Check::DaemonAlive { until } => {
+            let stop_at = scenario
+                .commands
+                .iter()
+                .filter(|c| c.action == Some(lab_agent::scenario::Action::StopDaemon))
+                .map(|c| c.at)
+                .min();
+            let until = until
+                .or(stop_at.map(|s| s.saturating_sub(1)))
+                .unwrap_or(u64::MAX);
+            let start = scenario.daemon.start;
+            let dead = results
+                .samples
+                .iter()
+                .filter(|s| second(s) >= start && second(s) <= until)
+                .find(|s| s.daemon_alive != Some(true));
+            out(
+                "daemon-alive".into(),
+                dead.is_none() && !results.samples.is_empty(),
+                dead.map_or_else(
+                    || "memweightd ran throughout".to_owned(),
+                    |s| format!("memweightd not running at {:.0}s", s.t),
+                ),
+            )
+        }
+        Check::DaemonExitOk => {
+            let exit = results.events.iter().find(|e| e.kind == "daemon-exit");
+            out(
+                "daemon-exit-ok".into(),
+                exit.is_some_and(|e| e.ok),
+                exit.map_or_else(
+                    || "no daemon exit recorded".to_owned(),
+                    |e| format!("{} at {:.0}s", e.detail, e.t),
+                ),
+            )
+        }
+        Check::DaemonLogClean => {
+            let log = results.files.get("daemon.log").map_or("", String::as_str);
+            let bad = log
+                .lines()
+                .find(|l| l.contains("ERROR") || l.contains("panicked"));
+            out(
+                "daemon-log-clean".into(),
+                bad.is_none(),
+                bad.map_or_else(
+                    || format!("{} log lines, no ERROR", log.lines().count()),
+                    |l| format!("found: {}", l.chars().take(160).collect::<String>()),
+                ),
+            )
+        }
+        Check::ActionsOk => {
+            // Shell commands are informational (their output is saved); their exit status is not
+            // an assertion.
+            let kinds = ["stop-daemon", "remove-cgroup", "pressure"];
+            let bad = results
+                .events
+                .iter()
+                .find(|e| kinds.contains(&e.kind.as_str()) && !e.ok);
+            out(
+                "actions-ok".into(),
+                bad.is_none(),
+                bad.map_or_else(
+                    || "every action and pressure step succeeded".to_owned(),
+                    |e| format!("{} failed at {:.0}s: {}", e.kind, e.t, e.detail),
+                ),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::summary::summarize;
+    use lab_agent::record::{Event, HostSample};
+
+    const SCENARIO: &str = r#"
+duration = 4
+[[cgroup]]
+name = "c1"
+[daemon]
+enabled = true
+[[command]]
+at = 3
+action = "stop-daemon"
+[[check]]
+check = "high-stays"
+cgroup = "c1"
+value = "max"
+[[check]]
+check = "low-set"
+cgroup = "*"
+[[check]]
+check = "daemon-alive"
+[[check]]
+check = "daemon-exit-ok"
+[[check]]
+check = "daemon-log-clean"
+[[check]]
+check = "no-oom-kill"
+"#;
+
+    fn results(high: Limit, low: u64, alive_until: u64) -> Results {
+        let mut r = Results::default();
+        for t in 0..=4u32 {
+            r.samples.push(Sample {
+                t: f64::from(t),
+                cgroups: vec![CgroupSample {
+                    name: "c1".into(),
+                    present: true,
+                    current: Some(1),
+                    high: Some(high),
+                    low: Some(low),
+                    events_oom_kill: Some(0),
+                    ..CgroupSample::default()
+                }],
+                host: HostSample::default(),
+                pressure_size: 0,
+                pressure_current: None,
+                daemon_alive: Some(u64::from(t) <= alive_until),
+            });
+        }
+        r.events.push(Event {
+            t: 3.2,
+            kind: "daemon-exit".into(),
+            detail: "exit 0".into(),
+            ok: true,
+        });
+        r.files
+            .insert("daemon.log".into(), "INFO adopted lab/c1\n".into());
+        r
+    }
+
+    fn verdicts(r: &Results) -> Vec<bool> {
+        let scenario = Scenario::parse(SCENARIO).expect("parses");
+        let summary = summarize("x", "6.1", &scenario, r, 1.0);
+        evaluate(&scenario, r, &summary)
+            .into_iter()
+            .map(|o| o.pass)
+            .collect()
+    }
+
+    #[test]
+    fn good_run_passes_everything() {
+        assert_eq!(verdicts(&results(Limit::Max, 5, 2)), vec![true; 6]);
+    }
+
+    #[test]
+    fn each_failure_is_caught() {
+        let v = verdicts(&results(Limit::Bytes(10), 0, 1));
+        assert_eq!(v, vec![false, false, false, true, true, true]);
+        let mut r = results(Limit::Max, 5, 2);
+        r.files
+            .insert("daemon.log".into(), "ERROR write failed\n".into());
+        r.events.clear();
+        let v = verdicts(&r);
+        assert_eq!(v, vec![true, true, true, false, false, true]);
+    }
+}

@@ -1,0 +1,129 @@
+//! The guest's initramfs: static busybox, the guest programs, the zram modules, the scenario
+//! and a tiny `/init`, packed as a gzip'd newc cpio archive.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+
+use crate::deps::BUSYBOX;
+
+/// `/init`: mount the pseudo file systems and cgroup2, run the agent, power off.
+pub const INIT: &str = r#"#!/bin/busybox sh
+/bin/busybox mount -t proc proc /proc
+/bin/busybox mount -t sysfs sysfs /sys
+/bin/busybox mount -t devtmpfs devtmpfs /dev
+/bin/busybox --install -s /bin
+mount -t cgroup2 none /sys/fs/cgroup
+mkdir -p /tmp /run /etc /var/lib/memweight
+export PATH=/bin:/sbin
+export HOME=/root
+/bin/lab-agent /scenario.toml
+echo "@@MWLAB-EXIT $?"
+sync
+poweroff -f
+"#;
+
+/// What goes into the archive.
+pub struct Contents<'a> {
+    /// Guest programs, installed into `/bin`.
+    pub binaries: &'a [PathBuf],
+    /// Kernel modules in load order, installed into `/modules` with an `order` file.
+    pub modules: &'a [PathBuf],
+    /// Scenario text, installed as `/scenario.toml`.
+    pub scenario: &'a str,
+}
+
+fn copy_exec(src: &Path, dst: &Path) -> Result<()> {
+    fs::copy(src, dst)
+        .with_context(|| format!("cannot copy {} to {}", src.display(), dst.display()))?;
+    fs::set_permissions(dst, fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("cannot chmod {}", dst.display()))
+}
+
+fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
+    let mut entries: Vec<_> = fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .filter_map(|e| e.ok())
+        .collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let path = e.path();
+        let rel = path
+            .strip_prefix(root)
+            .with_context(|| format!("{} is outside {}", path.display(), root.display()))?;
+        out.push(rel.to_string_lossy().into_owned());
+        if e.file_type()?.is_dir() {
+            list_files(root, &path, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// Stages the contents in `stage` (recreated) and writes `out` (`…cpio.gz`).
+pub fn build(stage: &Path, out: &Path, contents: &Contents<'_>) -> Result<()> {
+    let _ = fs::remove_dir_all(stage);
+    for d in [
+        "bin", "sbin", "proc", "sys", "dev", "tmp", "run", "etc", "root", "modules",
+    ] {
+        fs::create_dir_all(stage.join(d))
+            .with_context(|| format!("cannot create {}", stage.join(d).display()))?;
+    }
+    copy_exec(Path::new(BUSYBOX), &stage.join("bin/busybox"))?;
+    for bin in contents.binaries {
+        let name = bin.file_name().context("binary path without a file name")?;
+        copy_exec(bin, &stage.join("bin").join(name))?;
+    }
+    let mut order = String::new();
+    for m in contents.modules {
+        let name = m.file_name().context("module path without a file name")?;
+        fs::copy(m, stage.join("modules").join(name))
+            .with_context(|| format!("cannot copy {}", m.display()))?;
+        order.push_str(&name.to_string_lossy());
+        order.push('\n');
+    }
+    fs::write(stage.join("modules/order"), order).context("cannot write modules/order")?;
+    fs::write(stage.join("scenario.toml"), contents.scenario)
+        .context("cannot write scenario.toml")?;
+    fs::write(stage.join("init"), INIT).context("cannot write init")?;
+    fs::set_permissions(stage.join("init"), fs::Permissions::from_mode(0o755))
+        .context("cannot chmod init")?;
+
+    let mut files = Vec::new();
+    list_files(stage, stage, &mut files)?;
+    let cpio_path = out.with_extension("");
+    let mut child = Command::new("cpio")
+        .args(["-o", "-H", "newc", "-R", "0:0", "--quiet", "-O"])
+        .arg(&cpio_path)
+        .current_dir(stage)
+        .stdin(Stdio::piped())
+        .spawn()
+        .context("cannot run cpio (install cpio)")?;
+    {
+        let mut stdin = child.stdin.take().context("cpio has no stdin")?;
+        for f in &files {
+            writeln!(stdin, "{f}").context("cannot feed cpio")?;
+        }
+    }
+    let status = child.wait().context("cpio did not finish")?;
+    if !status.success() {
+        bail!("cpio failed ({status}) packing {}", stage.display());
+    }
+    let status = Command::new("gzip")
+        .args(["-1", "-f"])
+        .arg(&cpio_path)
+        .status()
+        .context("cannot run gzip")?;
+    if !status.success() {
+        bail!("gzip failed ({status}) on {}", cpio_path.display());
+    }
+    let gz = PathBuf::from(format!("{}.gz", cpio_path.display()));
+    if gz != out {
+        fs::rename(&gz, out)
+            .with_context(|| format!("cannot move {} to {}", gz.display(), out.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,511 @@
+//! The lab verbs: `run` one scenario, `test` the CI scenarios on both kernels, `fetch`.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use lab_agent::scenario::{Kernel, Scenario};
+
+use crate::checks::{self, Outcome};
+use crate::kernel::{self, KernelFiles};
+use crate::results::{Decoder, Results};
+use crate::summary::{self, Summary};
+use crate::{deps, guest, initramfs, plot, vm};
+
+/// CI must finish within this; `lab test` warns when it does not.
+const CI_BUDGET: Duration = Duration::from_secs(600);
+
+fn workspace() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+fn lab_dir(ws: &Path) -> PathBuf {
+    ws.join("target").join("lab")
+}
+
+/// `cargo xtask lab fetch`.
+pub fn lab_fetch() -> Result<bool> {
+    let lab = lab_dir(&workspace());
+    deps::ensure_host_tools()?;
+    for k in Kernel::ALL {
+        let kf = kernel::fetch(&lab, k)?;
+        eprintln!(
+            "lab: kernel {k}: {} ({}), modules: {}",
+            kf.package,
+            kf.vmlinuz.display(),
+            kf.modules.len()
+        );
+    }
+    Ok(true)
+}
+
+fn load(path: &Path) -> Result<(String, String, Scenario)> {
+    let text = fs::read_to_string(path)
+        .with_context(|| format!("cannot read scenario {}", path.display()))?;
+    let scenario =
+        Scenario::parse(&text).with_context(|| format!("scenario {}", path.display()))?;
+    let name = path.file_stem().map_or_else(
+        || "scenario".to_owned(),
+        |s| s.to_string_lossy().into_owned(),
+    );
+    Ok((name, text, scenario))
+}
+
+/// `cargo xtask lab run`.
+pub fn lab_run(path: &Path, out: &Path, kernel: Option<Kernel>, build: bool) -> Result<bool> {
+    let ws = workspace();
+    let lab = lab_dir(&ws);
+    let (name, text, scenario) = load(path)?;
+    let k = kernel.unwrap_or(scenario.kernel);
+    deps::ensure_host_tools()?;
+    let kf = kernel::fetch(&lab, k)?;
+    let bins = guest::build(&ws, &lab, build)?;
+    let report = execute(&lab, &name, &text, &scenario, k, &kf, &bins, out)?;
+    println!("\n{}", report.summary.table());
+    print_checks(&report.checks);
+    println!("plot: {}", out.join("plot.svg").display());
+    println!("summary: {}", out.join("summary.json").display());
+    Ok(report.passed())
+}
+
+/// `cargo xtask lab test`.
+pub fn lab_test(filter: Option<&str>, only: Option<Kernel>) -> Result<bool> {
+    let started = Instant::now();
+    let ws = workspace();
+    let lab = lab_dir(&ws);
+    let dir = ws.join("tests/lab/scenarios");
+    let mut files: Vec<PathBuf> = fs::read_dir(&dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("ci-") && n.ends_with(".toml"))
+        })
+        .filter(|p| filter.is_none_or(|f| p.to_string_lossy().contains(f)))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!("no ci-*.toml scenarios in {} match", dir.display());
+    }
+    let scenarios = files.iter().map(|f| load(f)).collect::<Result<Vec<_>>>()?;
+    deps::ensure_host_tools()?;
+    let kernels: Vec<Kernel> = only.map_or_else(|| Kernel::ALL.to_vec(), |k| vec![k]);
+    let kfs = kernels
+        .iter()
+        .map(|&k| kernel::fetch(&lab, k).map(|kf| (k, kf)))
+        .collect::<Result<Vec<_>>>()?;
+    let bins = guest::build(&ws, &lab, true)?;
+
+    let mut table = String::new();
+    let mut all_pass = true;
+    for (k, kf) in &kfs {
+        for (name, text, scenario) in &scenarios {
+            let out = lab.join("ci").join(format!("{name}-{k}"));
+            let line = match execute(&lab, name, text, scenario, *k, kf, &bins, &out) {
+                Ok(report) => {
+                    print_checks(&report.checks);
+                    let failed: Vec<&str> = report
+                        .checks
+                        .iter()
+                        .filter(|c| !c.pass)
+                        .map(|c| c.check.as_str())
+                        .collect();
+                    all_pass &= report.passed();
+                    format!(
+                        "{:<4} {name:<24} {k:<5} {:>5.0}s max error {:>6}  {}",
+                        if report.passed() { "PASS" } else { "FAIL" },
+                        report.summary.wall_time_s,
+                        report
+                            .summary
+                            .max_error_pct
+                            .map_or_else(|| "n/a".into(), |e| format!("{e:.1}%")),
+                        if failed.is_empty() {
+                            String::new()
+                        } else {
+                            format!("failed: {}", failed.join(", "))
+                        }
+                    )
+                }
+                Err(e) => {
+                    all_pass = false;
+                    eprintln!("lab: {name} on {k} failed: {e:#}");
+                    format!("FAIL {name:<24} {k:<5} run failed: {e:#}")
+                }
+            };
+            println!("{line}");
+            let _ = writeln!(table, "{line}");
+        }
+    }
+    let took = started.elapsed();
+    println!(
+        "\nlab test results (outputs in {}):\n{table}",
+        lab.join("ci").display()
+    );
+    println!("total {:.0}s", took.as_secs_f64());
+    if took > CI_BUDGET {
+        eprintln!(
+            "lab: warning: took {:.0}s, over the {}s CI budget",
+            took.as_secs_f64(),
+            CI_BUDGET.as_secs()
+        );
+    }
+    Ok(all_pass)
+}
+
+/// `cargo xtask lab compare`.
+pub fn lab_compare(scenarios: &[PathBuf], out: &Path, kernels: &[Kernel]) -> Result<bool> {
+    let ws = workspace();
+    let lab = lab_dir(&ws);
+    let files: Vec<PathBuf> = if scenarios.is_empty() {
+        ["seed002-default", "seed002-static-low", "seed002"]
+            .iter()
+            .map(|n| ws.join("tests/lab/scenarios").join(format!("{n}.toml")))
+            .collect()
+    } else {
+        scenarios.to_vec()
+    };
+    let kernels: Vec<Kernel> = if kernels.is_empty() {
+        Kernel::ALL.to_vec()
+    } else {
+        kernels.to_vec()
+    };
+    let loaded = files.iter().map(|f| load(f)).collect::<Result<Vec<_>>>()?;
+    deps::ensure_host_tools()?;
+    let kfs = kernels
+        .iter()
+        .map(|&k| kernel::fetch(&lab, k).map(|kf| (k, kf)))
+        .collect::<Result<Vec<_>>>()?;
+    let bins = guest::build(&ws, &lab, true)?;
+    let mut rows = vec![
+        "| way | scenario | kernel | max error % | worst phase | oom_kills | mean ops/s per cgroup | plot |".to_owned(),
+        "| --- | --- | --- | --- | --- | --- | --- | --- |".to_owned(),
+    ];
+    let mut all_ok = true;
+    for (k, kf) in &kfs {
+        for (name, text, scenario) in &loaded {
+            let dir = out.join(format!("{name}-{k}"));
+            match execute(&lab, name, text, scenario, *k, kf, &bins, &dir) {
+                Ok(report) => {
+                    println!("\n{}", report.summary.table());
+                    rows.push(markdown_row(&report.summary, &dir));
+                }
+                Err(e) => {
+                    all_ok = false;
+                    eprintln!("lab: {name} on {k} failed: {e:#}");
+                    rows.push(format!("| run failed | {name} | {k} | | | | | |"));
+                }
+            }
+        }
+    }
+    println!("\n{}", rows.join("\n"));
+    Ok(all_ok)
+}
+
+fn markdown_row(s: &Summary, dir: &Path) -> String {
+    let worst = s
+        .phases
+        .iter()
+        .flat_map(|p| p.cgroups.iter().map(move |c| (p, c)))
+        .filter_map(|(p, c)| c.error_pct.map(|e| (p, c, e)))
+        .max_by(|a, b| a.2.abs().total_cmp(&b.2.abs()))
+        .map_or_else(
+            || "-".to_owned(),
+            |(p, c, e)| {
+                format!(
+                    "{} {e:+.1}% in phase {} ({}-{}s)",
+                    c.name, p.index, p.start, p.end
+                )
+            },
+        );
+    let ops: Vec<String> = s
+        .cgroups
+        .iter()
+        .map(|c| {
+            c.mean_ops_per_s
+                .map_or_else(|| "-".to_owned(), |o| format!("{o:.0}"))
+        })
+        .collect();
+    format!(
+        "| {} | {} | {} | {} | {} | {} | {} | {} |",
+        s.mode,
+        s.scenario,
+        s.kernel,
+        s.max_error_pct
+            .map_or_else(|| "n/a".to_owned(), |e| format!("{e:.1}")),
+        worst,
+        s.oom_kills,
+        ops.join(" / "),
+        dir.join("plot.svg").display()
+    )
+}
+
+/// What one run produced.
+struct Report {
+    summary: Summary,
+    checks: Vec<Outcome>,
+}
+
+impl Report {
+    fn passed(&self) -> bool {
+        self.checks.iter().all(|c| c.pass)
+    }
+}
+
+fn print_checks(checks: &[Outcome]) {
+    for c in checks {
+        println!(
+            "  [{}] {} — {}",
+            if c.pass { "ok" } else { "FAIL" },
+            c.check,
+            c.detail
+        );
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // One call site per verb; a struct would only rename them.
+fn execute(
+    lab: &Path,
+    name: &str,
+    text: &str,
+    scenario: &Scenario,
+    k: Kernel,
+    kf: &KernelFiles,
+    bins: &[PathBuf],
+    out: &Path,
+) -> Result<Report> {
+    fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let stage = lab.join("stage").join(format!("{name}-{k}"));
+    let initrd = lab.join("initrd").join(format!("{name}-{k}.cpio.gz"));
+    fs::create_dir_all(lab.join("initrd")).context("cannot create target/lab/initrd")?;
+    eprintln!(
+        "lab: packing the initramfs for {name} on {k} ({})",
+        kf.release
+    );
+    initramfs::build(
+        &stage,
+        &initrd,
+        &initramfs::Contents {
+            binaries: bins,
+            modules: &kf.modules,
+            scenario: text,
+        },
+    )?;
+    let timeout = Duration::from_secs(scenario.duration + scenario.duration / 4 + 120);
+    eprintln!(
+        "lab: booting {} with {} RAM, {} CPUs (timeout {}s)",
+        kf.release,
+        scenario.ram,
+        scenario.cpus,
+        timeout.as_secs()
+    );
+    let mut decoder = Decoder::default();
+    let tag = format!("[{k} {name}]");
+    let outcome = vm::boot(
+        &vm::Boot {
+            kernel: kf.vmlinuz.clone(),
+            initrd,
+            ram_mib: scenario.ram.0 >> 20,
+            cpus: scenario.cpus,
+            timeout,
+            console_log: out.join("console.log"),
+        },
+        |line| {
+            if let Some(progress) = decoder.feed(line) {
+                println!("{tag} {progress}");
+            }
+        },
+    )?;
+    let wall = outcome.wall.as_secs_f64();
+    // Write what arrived even if the run failed: it is what one debugs with.
+    write_outputs(out, name, k, scenario, decoder.partial(), wall)?;
+    let mut problems = Vec::new();
+    if outcome.timed_out {
+        problems.push(format!(
+            "the guest hung: killed after {}s (see console.log)",
+            timeout.as_secs()
+        ));
+    }
+    if outcome.panicked {
+        problems.push("the guest kernel panicked (see console.log)".to_owned());
+    }
+    let results = match decoder.finish() {
+        Ok(r) => Some(r),
+        Err(p) => {
+            problems.extend(p);
+            None
+        }
+    };
+    let (Some(results), true) = (results, problems.is_empty()) else {
+        bail!(
+            "{name} on {k}: {}\nqemu: {}; last console lines:\n  {}",
+            problems.join("\n  "),
+            outcome.exit,
+            outcome.tail.join("\n  ")
+        );
+    };
+    let summary = summary::summarize(name, k.as_str(), scenario, &results, wall);
+    let checks = checks::evaluate(scenario, &results, &summary);
+    let mut json = serde_json::to_value(&summary).context("cannot serialise the summary")?;
+    if let Some(obj) = json.as_object_mut() {
+        obj.insert(
+            "checks".into(),
+            serde_json::to_value(&checks).context("cannot serialise the checks")?,
+        );
+    }
+    let summary_path = out.join("summary.json");
+    fs::write(
+        &summary_path,
+        serde_json::to_string_pretty(&json).context("cannot serialise the summary")?,
+    )
+    .with_context(|| format!("cannot write {}", summary_path.display()))?;
+    plot::write(&out.join("plot.svg"), scenario, &results, &summary)?;
+    write_timeseries(
+        &out.join("timeseries.csv"),
+        scenario,
+        &results,
+        Some(&summary),
+    )?;
+    Ok(Report { summary, checks })
+}
+
+fn safe_relative(name: &str) -> Option<PathBuf> {
+    let p = Path::new(name);
+    p.components()
+        .all(|c| matches!(c, Component::Normal(_)))
+        .then(|| p.to_path_buf())
+}
+
+fn write_outputs(
+    out: &Path,
+    name: &str,
+    k: Kernel,
+    scenario: &Scenario,
+    results: &Results,
+    wall: f64,
+) -> Result<()> {
+    for (file, text) in &results.files {
+        let Some(rel) = safe_relative(file) else {
+            eprintln!("lab: ignoring guest file with an unsafe name {file:?}");
+            continue;
+        };
+        let path = out.join(rel);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if scenario.daemon.enabled && !results.files.contains_key("daemon.log") {
+        fs::write(out.join("daemon.log"), "")
+            .with_context(|| format!("cannot write {}", out.join("daemon.log").display()))?;
+    }
+    let events: String = results
+        .events
+        .iter()
+        .map(|e| {
+            format!(
+                "{:>7.1} {:<15} {} {}\n",
+                e.t,
+                e.kind,
+                if e.ok { "ok  " } else { "FAIL" },
+                e.detail
+            )
+        })
+        .collect();
+    fs::write(out.join("events.txt"), events).context("cannot write events.txt")?;
+    write_timeseries(&out.join("timeseries.csv"), scenario, results, None)?;
+    let _ = (name, k, wall);
+    Ok(())
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(String::new, |v| v.to_string())
+}
+
+fn write_timeseries(
+    path: &Path,
+    scenario: &Scenario,
+    results: &Results,
+    summary: Option<&Summary>,
+) -> Result<()> {
+    let mut csv = String::from(
+        "t,cgroup,weight,present,current,high,low,swap,psi_some10,psi_full10,ops_per_s,\
+         events_high,events_max,events_oom_kill,target,host_mem_available,host_swap_used,\
+         host_psi_some10,host_psi_full10,pressure_size,pressure_current,daemon_alive\n",
+    );
+    for s in &results.samples {
+        for (i, c) in s.cgroups.iter().enumerate() {
+            let weight = scenario.cgroups.get(i).map_or(0, |c| c.weight);
+            let target = summary.and_then(|sm| {
+                sm.phases
+                    .iter()
+                    .find(|p| {
+                        #[allow(clippy::cast_precision_loss)] // Seconds.
+                        let (a, b) = (p.start as f64, p.end as f64);
+                        s.t >= a && s.t < b
+                    })
+                    .and_then(|p| p.cgroups.iter().find(|pc| pc.name == c.name))
+                    .map(|pc| pc.target)
+            });
+            let _ = writeln!(
+                csv,
+                "{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                s.t,
+                c.name,
+                weight,
+                c.present,
+                opt(c.current),
+                opt(c.high),
+                opt(c.low),
+                opt(c.swap),
+                opt(c.psi_some10),
+                opt(c.psi_full10),
+                opt(c.ops_per_s.map(|o| format!("{o:.1}"))),
+                opt(c.events_high),
+                opt(c.events_max),
+                opt(c.events_oom_kill),
+                opt(target),
+                opt(s.host.mem_available),
+                opt(s.host.swap_used),
+                opt(s.host.psi_some10),
+                opt(s.host.psi_full10),
+                s.pressure_size,
+                opt(s.pressure_current),
+                opt(s.daemon_alive),
+            );
+        }
+    }
+    fs::write(path, csv).with_context(|| format!("cannot write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guest_file_names_cannot_escape() {
+        assert!(safe_relative("commands/01-x.txt").is_some());
+        assert!(safe_relative("../etc/passwd").is_none());
+        assert!(safe_relative("/etc/passwd").is_none());
+        assert!(safe_relative("a/../../b").is_none());
+    }
+
+    #[test]
+    fn ci_scenarios_parse() {
+        let dir = workspace().join("tests/lab/scenarios");
+        let mut n = 0;
+        for e in fs::read_dir(&dir).expect("scenario dir exists") {
+            let path = e.expect("entry").path();
+            if path.extension().is_some_and(|x| x == "toml") {
+                load(&path).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+                n += 1;
+            }
+        }
+        assert!(n > 0, "no scenarios in {}", dir.display());
+    }
+}

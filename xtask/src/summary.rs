@@ -1,0 +1,423 @@
+//! `summary.json`: per pressure phase and cgroup, how far the split the cgroups actually held
+//! is from the weighted water-fill of that same total (`memweight_policy::water_fill`, the
+//! daemon's own arithmetic).
+//!
+//! For each phase the window is its second half (the first half is the settle time). The
+//! capacity is the mean of `Σ memory.current` of the managed cgroups over the window; `hi` of a
+//! cgroup is its demand (declared or its workload's `--size`, else its peak in the first phase)
+//! capped by `max`; `lo` is `min`. Error = (mean usage − target) / target.
+
+use serde::Serialize;
+
+use lab_agent::record::Sample;
+use lab_agent::scenario::Scenario;
+
+use crate::results::Results;
+use memweight_policy::{Slot, water_fill};
+
+/// The whole summary.
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    /// Scenario file stem.
+    pub scenario: String,
+    /// Scenario description.
+    pub description: String,
+    /// Kernel series asked for (`6.1`, `6.12`).
+    pub kernel_series: String,
+    /// `uname -r` of the guest.
+    pub kernel: String,
+    /// memweightd ran.
+    pub daemon: bool,
+    /// `memweightd`, `static-low` or `kernel-default`.
+    pub mode: String,
+    /// Host wall time of the run, seconds.
+    pub wall_time_s: f64,
+    /// Scenario duration, seconds.
+    pub duration_s: u64,
+    /// How the windows are chosen.
+    pub settle: String,
+    /// Worst |error| over all phases and cgroups (None without a measurable phase).
+    pub max_error_pct: Option<f64>,
+    /// Σ oom_kill over the managed cgroups.
+    pub oom_kills: u64,
+    /// Per cgroup totals.
+    pub cgroups: Vec<CgroupSummary>,
+    /// Per phase.
+    pub phases: Vec<PhaseSummary>,
+}
+
+/// Per cgroup over the whole run.
+#[derive(Debug, Serialize)]
+pub struct CgroupSummary {
+    /// Name.
+    pub name: String,
+    /// Weight.
+    pub weight: u32,
+    /// Demand (`hi`) used for the targets, bytes.
+    pub demand: u64,
+    /// oom_kill count at the last sample it was present.
+    pub oom_kills: u64,
+    /// Mean ops/s over the run.
+    pub mean_ops_per_s: Option<f64>,
+}
+
+/// One pressure phase.
+#[derive(Debug, Serialize)]
+pub struct PhaseSummary {
+    /// 0-based.
+    pub index: usize,
+    /// Start second.
+    pub start: u64,
+    /// End second.
+    pub end: u64,
+    /// External pressure size, bytes.
+    pub pressure: u64,
+    /// Window start (second half of the phase).
+    pub window_start: u64,
+    /// Samples in the window.
+    pub samples: usize,
+    /// Mean Σ memory.current of the managed cgroups over the window, bytes.
+    pub capacity: u64,
+    /// Per cgroup present over the whole window.
+    pub cgroups: Vec<PhaseCgroup>,
+}
+
+/// One cgroup in one phase.
+#[derive(Debug, Serialize)]
+pub struct PhaseCgroup {
+    /// Name.
+    pub name: String,
+    /// Weight.
+    pub weight: u32,
+    /// Water-filled target, bytes.
+    pub target: u64,
+    /// Mean memory.current over the window, bytes.
+    pub mean_usage: u64,
+    /// (mean − target) / target in %.
+    pub error_pct: Option<f64>,
+    /// Mean throughput over the window.
+    pub mean_ops_per_s: Option<f64>,
+}
+
+#[allow(clippy::cast_precision_loss)] // Means of byte counts far below 2^52.
+fn mean_u64(values: &[u64]) -> Option<f64> {
+    (!values.is_empty())
+        .then(|| values.iter().map(|&v| v as f64).sum::<f64>() / values.len() as f64)
+}
+
+#[allow(clippy::cast_precision_loss)] // Sample counts are tiny.
+fn mean_f64(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // Non-negative, rounded.
+fn to_bytes(v: f64) -> u64 {
+    if v.is_finite() && v > 0.0 {
+        v.round() as u64
+    } else {
+        0
+    }
+}
+
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // Rounded, clamped to ≥ 0.
+fn second(s: &Sample) -> u64 {
+    s.t.round().max(0.0) as u64
+}
+
+/// Demand per cgroup (`hi` before `max`).
+fn demands(scenario: &Scenario, results: &Results) -> Vec<u64> {
+    let first_end = scenario.phases().first().map_or(scenario.duration, |p| p.1);
+    scenario
+        .cgroups
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let d = c.declared_demand().unwrap_or_else(|| {
+                results
+                    .samples
+                    .iter()
+                    .filter(|s| second(s) < first_end)
+                    .filter_map(|s| s.cgroups.get(i).and_then(|c| c.current))
+                    .max()
+                    .unwrap_or(0)
+            });
+            c.max.map_or(d, |m| d.min(m.0))
+        })
+        .collect()
+}
+
+/// Builds the summary.
+pub fn summarize(
+    name: &str,
+    kernel_series: &str,
+    scenario: &Scenario,
+    results: &Results,
+    wall_time_s: f64,
+) -> Summary {
+    let demand = demands(scenario, results);
+    let mut phases = Vec::new();
+    let mut max_error: Option<f64> = None;
+    for (index, (start, end)) in scenario.phases().into_iter().enumerate() {
+        let window_start = start + (end - start) / 2;
+        let window: Vec<&Sample> = results
+            .samples
+            .iter()
+            .filter(|s| {
+                let t = second(s);
+                t >= window_start && (t < end || (t == end && end == scenario.duration))
+            })
+            .collect();
+        let members: Vec<usize> = (0..scenario.cgroups.len())
+            .filter(|&i| {
+                !window.is_empty()
+                    && window.iter().all(|s| {
+                        s.cgroups
+                            .get(i)
+                            .is_some_and(|c| c.present && c.current.is_some())
+                    })
+            })
+            .collect();
+        let sums: Vec<u64> = window
+            .iter()
+            .map(|s| {
+                members
+                    .iter()
+                    .filter_map(|&i| s.cgroups.get(i).and_then(|c| c.current))
+                    .sum()
+            })
+            .collect();
+        let capacity = mean_u64(&sums).map_or(0, to_bytes);
+        let slots: Vec<Slot> = members
+            .iter()
+            .map(|&i| {
+                let spec = &scenario.cgroups[i];
+                Slot::new(
+                    spec.weight,
+                    spec.min.map_or(0, |m| m.0),
+                    demand.get(i).copied().unwrap_or(0),
+                )
+            })
+            .collect();
+        let targets = water_fill(capacity, &slots);
+        let mut cgroups = Vec::new();
+        for (k, &i) in members.iter().enumerate() {
+            let spec = &scenario.cgroups[i];
+            let usage: Vec<u64> = window
+                .iter()
+                .filter_map(|s| s.cgroups.get(i).and_then(|c| c.current))
+                .collect();
+            let ops: Vec<f64> = window
+                .iter()
+                .filter_map(|s| s.cgroups.get(i).and_then(|c| c.ops_per_s))
+                .collect();
+            let target = targets.get(k).copied().unwrap_or(0);
+            let mean_usage = mean_u64(&usage).unwrap_or(0.0);
+            #[allow(clippy::cast_precision_loss)] // Byte counts far below 2^52.
+            let error_pct =
+                (target > 0).then(|| (mean_usage - target as f64) / target as f64 * 100.0);
+            if let Some(e) = error_pct {
+                max_error = Some(max_error.map_or(e.abs(), |m: f64| m.max(e.abs())));
+            }
+            cgroups.push(PhaseCgroup {
+                name: spec.name.clone(),
+                weight: spec.weight,
+                target,
+                mean_usage: to_bytes(mean_usage),
+                error_pct,
+                mean_ops_per_s: mean_f64(&ops),
+            });
+        }
+        phases.push(PhaseSummary {
+            index,
+            start,
+            end,
+            pressure: scenario.pressure_at(start),
+            window_start,
+            samples: window.len(),
+            capacity,
+            cgroups,
+        });
+    }
+    let cgroups: Vec<CgroupSummary> = scenario
+        .cgroups
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let oom = results
+                .samples
+                .iter()
+                .filter_map(|s| s.cgroups.get(i).and_then(|c| c.events_oom_kill))
+                .max()
+                .unwrap_or(0);
+            let ops: Vec<f64> = results
+                .samples
+                .iter()
+                .filter_map(|s| s.cgroups.get(i).and_then(|c| c.ops_per_s))
+                .collect();
+            CgroupSummary {
+                name: c.name.clone(),
+                weight: c.weight,
+                demand: demand.get(i).copied().unwrap_or(0),
+                oom_kills: oom,
+                mean_ops_per_s: mean_f64(&ops),
+            }
+        })
+        .collect();
+    let mode = if scenario.daemon.enabled {
+        "memweightd"
+    } else if !scenario.static_low.is_empty() {
+        "static-low"
+    } else {
+        "kernel-default"
+    };
+    Summary {
+        scenario: name.to_owned(),
+        description: scenario.description.clone(),
+        kernel_series: kernel_series.to_owned(),
+        kernel: results
+            .hello
+            .as_ref()
+            .map(|h| h.kernel.clone())
+            .unwrap_or_default(),
+        daemon: scenario.daemon.enabled,
+        mode: mode.to_owned(),
+        wall_time_s,
+        duration_s: scenario.duration,
+        settle: "each phase's first half is settle time; means over its second half".to_owned(),
+        max_error_pct: max_error,
+        oom_kills: cgroups.iter().map(|c| c.oom_kills).sum(),
+        cgroups,
+        phases,
+    }
+}
+
+impl Summary {
+    /// A plain-text table for the terminal and docs.
+    pub fn table(&self) -> String {
+        use std::fmt::Write as _;
+        const MIB: f64 = 1_048_576.0;
+        #[allow(clippy::cast_precision_loss)] // Display only.
+        let mib = |b: u64| b as f64 / MIB;
+        let mut s = format!(
+            "{} on {} ({}), mode {}: max error {}, oom_kills {}\n",
+            self.scenario,
+            self.kernel_series,
+            self.kernel,
+            self.mode,
+            self.max_error_pct
+                .map_or_else(|| "n/a".to_owned(), |e| format!("{e:.1}%")),
+            self.oom_kills
+        );
+        let _ = writeln!(
+            s,
+            "{:>5} {:>9} {:>8} {:>6} {:>4} {:>9} {:>9} {:>8} {:>10}",
+            "phase", "window", "pressure", "cgroup", "w", "target", "usage", "error", "ops/s"
+        );
+        for p in &self.phases {
+            for c in &p.cgroups {
+                let _ = writeln!(
+                    s,
+                    "{:>5} {:>9} {:>7.0}M {:>6} {:>4} {:>8.0}M {:>8.0}M {:>8} {:>10}",
+                    p.index,
+                    format!("{}-{}s", p.window_start, p.end),
+                    mib(p.pressure),
+                    c.name,
+                    c.weight,
+                    mib(c.target),
+                    mib(c.mean_usage),
+                    c.error_pct
+                        .map_or_else(|| "n/a".to_owned(), |e| format!("{e:+.1}%")),
+                    c.mean_ops_per_s
+                        .map_or_else(|| "-".to_owned(), |o| format!("{o:.0}"))
+                );
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lab_agent::record::{CgroupSample, HostSample};
+
+    fn sample(t: f64, usage: &[u64]) -> Sample {
+        Sample {
+            t,
+            cgroups: usage
+                .iter()
+                .enumerate()
+                .map(|(i, &u)| CgroupSample {
+                    name: format!("c{}", i + 1),
+                    present: true,
+                    current: Some(u),
+                    ops_per_s: Some(100.0),
+                    events_oom_kill: Some(0),
+                    ..CgroupSample::default()
+                })
+                .collect(),
+            host: HostSample::default(),
+            pressure_size: 0,
+            pressure_current: None,
+            daemon_alive: None,
+        }
+    }
+
+    const SCENARIO: &str = r#"
+duration = 20
+[[cgroup]]
+name = "c1"
+weight = 1
+workload = ["random-touch", "--size", "1000"]
+[[cgroup]]
+name = "c2"
+weight = 3
+workload = ["random-touch", "--size", "1000"]
+[[pressure]]
+at = 10
+size = "100M"
+"#;
+
+    #[test]
+    fn errors_are_measured_against_the_weighted_split() {
+        let scenario = Scenario::parse(SCENARIO).expect("parses");
+        let mut results = Results::default();
+        for t in 0..=20 {
+            // Phase 0: no pressure, both at demand. Phase 1: 800 held, split 300/500 while
+            // the 1:3 target is 200/600.
+            let usage: &[u64] = if t < 10 { &[1000, 1000] } else { &[300, 500] };
+            results.samples.push(sample(f64::from(t), usage));
+        }
+        let s = summarize("x", "6.1", &scenario, &results, 1.0);
+        assert_eq!(s.phases.len(), 2);
+        assert_eq!(s.phases[0].cgroups[0].target, 1000);
+        assert_eq!(s.phases[1].capacity, 800);
+        assert_eq!(s.phases[1].cgroups[0].target, 200);
+        assert_eq!(s.phases[1].cgroups[1].target, 600);
+        let e0 = s.phases[1].cgroups[0].error_pct.expect("measured");
+        assert!((e0 - 50.0).abs() < 1e-9, "{e0}");
+        let worst = s.max_error_pct.expect("measured");
+        assert!((worst - 50.0).abs() < 1e-9);
+        assert_eq!(s.mode, "kernel-default");
+        assert!(s.table().contains("+50.0%"));
+    }
+
+    #[test]
+    fn absent_cgroup_is_left_out_of_a_phase() {
+        let scenario = Scenario::parse(SCENARIO).expect("parses");
+        let mut results = Results::default();
+        for t in 0..=20 {
+            let mut s = sample(f64::from(t), &[400, 400]);
+            if t >= 15
+                && let Some(c) = s.cgroups.get_mut(1)
+            {
+                c.present = false;
+                c.current = None;
+            }
+            results.samples.push(s);
+        }
+        let s = summarize("x", "6.1", &scenario, &results, 1.0);
+        assert_eq!(s.phases[1].cgroups.len(), 1);
+        assert_eq!(s.phases[1].cgroups[0].name, "c1");
+    }
+}
