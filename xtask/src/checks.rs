@@ -259,6 +259,76 @@ fn one(check: &Check, scenario: &Scenario, results: &Results, summary: &Summary)
     }
 }
 
+/// Lints every `/metrics` scrape saved by a timed command (`commands/*.txt` holding
+/// `# TYPE memweight_` lines) with `promtool check metrics`, one outcome per scrape.
+///
+/// Without promtool the check fails under CI (`CI` set) and is left out otherwise, with a note.
+pub fn promtool_scrapes(dir: &std::path::Path) -> Vec<Outcome> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<std::path::PathBuf> =
+        entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    files.sort();
+    let mut out = Vec::new();
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        if !text.contains("# TYPE memweight_") {
+            continue;
+        }
+        // The command file starts with `$ command` and `# at t=…` lines; the scrape follows.
+        let body: String = text
+            .lines()
+            .skip_while(|l| !(l.starts_with("# HELP") || l.starts_with("# TYPE")))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let name = file
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let check = format!("promtool-check-metrics {name}");
+        let run = std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write as _;
+                if let Some(mut stdin) = child.stdin.take() {
+                    stdin.write_all(body.as_bytes())?;
+                }
+                child.wait_with_output()
+            });
+        match run {
+            Ok(o) => {
+                let said = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr)
+                );
+                out.push(Outcome {
+                    check,
+                    pass: o.status.success() && said.trim().is_empty(),
+                    detail: if said.trim().is_empty() {
+                        format!("{} lines accepted", body.lines().count())
+                    } else {
+                        said.trim().replace('\n', "; ")
+                    },
+                });
+            }
+            Err(e) if std::env::var_os("CI").is_some() => out.push(Outcome {
+                check,
+                pass: false,
+                detail: format!("cannot run promtool ({e}); install Debian's prometheus package"),
+            }),
+            Err(e) => eprintln!("lab: skipping the promtool check of {name}: {e}"),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

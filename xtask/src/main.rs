@@ -1,4 +1,7 @@
-//! `cargo xtask`: project tasks. Today that is the real-kernel lab:
+//! `cargo xtask`: project tasks.
+//!
+//! * `cargo xtask test` — the project's test command: `cargo test --workspace`, then
+//!   `cargo xtask lab test` (`--no-lab` skips the VM).
 //!
 //! * `cargo xtask lab run SCENARIO.toml --out DIR [--kernel 6.1|6.12]` — boot a Debian kernel in
 //!   QEMU (TCG) with a busybox initramfs, run the scenario through the guest `lab-agent`, stream
@@ -34,7 +37,11 @@ use lab_agent::scenario::Kernel;
 
 /// Project tasks.
 #[derive(Parser)]
-#[command(name = "cargo xtask", about = "memweight project tasks")]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "memweight project tasks"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Top,
@@ -42,6 +49,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Top {
+    /// The project's test command: `cargo test --workspace`, then `lab test`.
+    Test {
+        /// Only the unit and integration tests, not the QEMU lab.
+        #[arg(long)]
+        no_lab: bool,
+    },
     /// The real-kernel QEMU lab.
     Lab {
         #[command(subcommand)]
@@ -97,6 +110,7 @@ fn parse_kernel(s: &str) -> Result<Kernel, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Top::Test { no_lab } => run::test_all(!no_lab),
         Top::Lab { command } => match command {
             LabCommand::Run {
                 scenario,

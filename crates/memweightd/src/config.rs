@@ -297,6 +297,10 @@ pub struct Config {
     pub max_step: Amount,
     /// Absolute minimum added to every floor.
     pub min_floor: Size,
+    /// Raise the `memory.low` of managed cgroups' ancestors to the sum of their descendants'
+    /// entitlements (never lower than their own value), since the kernel caps a cgroup's
+    /// protection by its ancestors'.
+    pub protect_ancestors: bool,
     /// `error`, `warn`, `info`, `debug` or `trace` (overridden by `RUST_LOG`).
     pub log_level: String,
     /// `[capacity]`.
@@ -320,6 +324,7 @@ impl Default for Config {
             reclaim: true,
             max_step: Amount::Percent(10.0),
             min_floor: Size(16 << 20),
+            protect_ancestors: true,
             log_level: "info".to_owned(),
             capacity: CapacityConfig::default(),
             control: ControlConfig::default(),

@@ -206,6 +206,12 @@ impl Controller {
         let proc = ProcFs::new(&cfg.proc_root);
         let store = StateStore::new(&cfg.state_dir);
         let state = store.load()?;
+        if !cfg.protect_ancestors {
+            warn!(
+                "protect_ancestors = false: the kernel caps the memory.low of managed cgroups \
+                 by their ancestors' memory.low, so set the parents' memory.low yourself"
+            );
+        }
         Ok(Controller {
             cfg,
             rules,
@@ -703,6 +709,13 @@ impl Controller {
         }
         // Give quick writes a chance to land within this tick; slow ones are picked up later.
         self.collect_jobs(self.cfg.tick.0 / 2).await;
+        if self.cfg.enforce && self.cfg.protect_ancestors {
+            let lows: Vec<(&str, u64)> = reports
+                .iter()
+                .map(|r| (r.path.as_str(), r.entitlement))
+                .collect();
+            self.protect_ancestors(&ancestor_lows(&lows));
+        }
 
         TickReport {
             tick: self.ticks,
@@ -766,6 +779,107 @@ impl Controller {
             }
             self.release(&p);
         }
+        if self.cfg.enforce {
+            self.protect_ancestors(&BTreeMap::new());
+        }
+    }
+
+    /// Sets each ancestor's `memory.low` to `max(its original, wanted)`; ancestors no longer
+    /// wanted get their original back. Originals are recorded before the first write.
+    fn protect_ancestors(&mut self, wanted: &BTreeMap<String, u64>) {
+        let mut changed = false;
+        let stale: Vec<String> = self
+            .state
+            .ancestors
+            .keys()
+            .filter(|a| !wanted.contains_key(*a))
+            .cloned()
+            .collect();
+        for a in stale {
+            if let Some(orig) = self.state.ancestors.remove(&a) {
+                let low = memweight_cgroupfs::parse::limit(&orig).unwrap_or(Limit::Bytes(0));
+                if let Err(e) = self.fs.write_low(&a, low) {
+                    self.counters.write_errors += 1;
+                    warn!(cgroup = %a, error = %e, "could not restore an ancestor's memory.low");
+                }
+                changed = true;
+            }
+        }
+        for (a, &sum) in wanted {
+            let current = match read_low(&self.fs, a) {
+                Ok(Some(l)) => l,
+                Ok(None) => continue,
+                Err(e) => {
+                    self.warn_once(&format!("anc:{a}"), || {
+                        warn!(cgroup = %a, error = %e, "cannot read an ancestor's memory.low");
+                    });
+                    continue;
+                }
+            };
+            let orig = match self.state.ancestors.get(a) {
+                Some(o) => memweight_cgroupfs::parse::limit(o).unwrap_or(Limit::Bytes(0)),
+                None => current,
+            };
+            let want = match orig {
+                Limit::Max => Limit::Max,
+                Limit::Bytes(o) => Limit::Bytes(o.max(sum)),
+            };
+            if want == current {
+                continue;
+            }
+            if !self.state.ancestors.contains_key(a) {
+                self.state.ancestors.insert(a.clone(), current.to_string());
+                changed = true;
+                if let Err(e) = self.persist() {
+                    warn!(error = %e, "cannot record an ancestor's memory.low; not raising it");
+                    self.state.ancestors.remove(a);
+                    continue;
+                }
+            }
+            match self.fs.write_low(a, want) {
+                Ok(_) => self.counters.writes_low += 1,
+                Err(e) => {
+                    self.counters.write_errors += 1;
+                    warn!(cgroup = %a, error = %e, "could not raise an ancestor's memory.low");
+                }
+            }
+        }
+        if changed && let Err(e) = self.persist() {
+            warn!(error = %e, "cannot record ancestors' memory.low");
+        }
+    }
+}
+
+/// Sum of descendants' protection per ancestor (the root itself excluded), rounded up to the
+/// `memory.low` granule.
+fn ancestor_lows(lows: &[(&str, u64)]) -> BTreeMap<String, u64> {
+    let mut out: BTreeMap<String, u64> = BTreeMap::new();
+    for (path, low) in lows {
+        let low = low
+            .div_ceil(decide::LOW_GRANULE)
+            .saturating_mul(decide::LOW_GRANULE);
+        let mut end = 0;
+        while let Some(i) = path[end..].find('/') {
+            end += i;
+            let e = out.entry(path[..end].to_owned()).or_default();
+            *e = e.saturating_add(low);
+            end += 1;
+        }
+    }
+    out
+}
+
+fn read_low(fs: &CgroupFs, rel: &str) -> Result<Option<Limit>, memweight_cgroupfs::Error> {
+    let path = fs.resolve(rel)?.join("memory.low");
+    match std::fs::read_to_string(&path) {
+        Ok(t) => memweight_cgroupfs::parse::limit(&t).map(Some).map_err(|e| {
+            memweight_cgroupfs::Error::Parse {
+                path,
+                what: e.to_string(),
+            }
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(memweight_cgroupfs::Error::Io { path, source }),
     }
 }
 
@@ -904,5 +1018,20 @@ fn restore(fs: &CgroupFs, path: &str, o: &Originals) {
         if let Err(e) = res {
             error!(cgroup = %path, file, error = %e, "could not restore the original limit");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ancestors_get_the_sum_of_their_descendants() {
+        let m = 4 << 20;
+        let got = ancestor_lows(&[("a/b/c1", m), ("a/b/c2", 2 * m), ("a/x", m + 1), ("top", m)]);
+        let want: BTreeMap<String, u64> = [("a".to_owned(), 5 * m), ("a/b".to_owned(), 3 * m)]
+            .into_iter()
+            .collect();
+        assert_eq!(got, want);
     }
 }

@@ -76,6 +76,10 @@ pub struct State {
     /// Runtime overrides by cgroup path.
     #[serde(default)]
     pub overrides: BTreeMap<String, Override>,
+    /// Original `memory.low` of ancestors of managed cgroups that the daemon raised so their
+    /// descendants' protection takes effect.
+    #[serde(default)]
+    pub ancestors: BTreeMap<String, String>,
 }
 
 /// Reads and writes the state file in one directory.

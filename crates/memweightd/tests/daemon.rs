@@ -456,3 +456,23 @@ async fn regression_throttled_cgroups_stay_at_their_level() {
     );
     assert_ne!(tree.cg(0).read_high().trim(), "max");
 }
+
+/// The kernel caps a cgroup's memory.low by its ancestors': the parent `lab` is raised to the
+/// sum of its children's entitlements, and gets its own value back on exit.
+#[tokio::test]
+async fn ancestors_are_protected_and_restored() {
+    let tree = seed_tree();
+    let parent = tree.root().join("lab/memory.low");
+    std::fs::write(&parent, "0\n").expect("parent memory.low");
+    let mut ctl = controller(&tree, "[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"");
+    let r = ctl.tick().await.expect("tick").clone();
+    let sum: u64 = r.cgroups.iter().map(|c| c.entitlement).sum();
+    let raised: u64 = std::fs::read_to_string(&parent)
+        .expect("read")
+        .trim()
+        .parse()
+        .expect("bytes");
+    assert!(raised >= sum && raised - sum <= 3 * (4 << 20), "{raised} vs {sum}");
+    ctl.release_all().await;
+    assert_eq!(std::fs::read_to_string(&parent).expect("read").trim(), "0");
+}
