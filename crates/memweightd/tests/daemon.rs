@@ -472,7 +472,10 @@ async fn ancestors_are_protected_and_restored() {
         .trim()
         .parse()
         .expect("bytes");
-    assert!(raised >= sum && raised - sum <= 3 * (4 << 20), "{raised} vs {sum}");
+    assert!(
+        raised >= sum && raised - sum <= 3 * (4 << 20),
+        "{raised} vs {sum}"
+    );
     ctl.release_all().await;
     assert_eq!(std::fs::read_to_string(&parent).expect("read").trim(), "0");
 }
