@@ -59,90 +59,14 @@ struct JobResult {
     errors: Vec<String>,
 }
 
-/// Per-cgroup line of a [`TickReport`].
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct CgroupReport {
-    /// Path relative to the cgroup root.
-    pub path: String,
-    /// Effective weight.
-    pub weight: u32,
-    /// `true` when a runtime override sets the weight.
-    pub overridden: bool,
-    /// memory.current.
-    pub usage: u64,
-    /// EA.
-    pub expected: u64,
-    /// EX.
-    pub exceed: i64,
-    /// Water-filled target.
-    pub target: u64,
-    /// Entitlement (memory.low).
-    pub entitlement: u64,
-    /// Floor.
-    pub floor: u64,
-    /// Ceiling the policy put on memory.high (None: original).
-    pub ceiling: Option<u64>,
-    /// memory.high as read this tick (`None` = max).
-    pub high: Option<u64>,
-    /// memory.low as read this tick (`None` = max).
-    pub low: Option<u64>,
-    /// memory.swap.current.
-    pub swap: Option<u64>,
-    /// memory.pressure some avg10.
-    pub psi_some_avg10: Option<f64>,
-    /// memory.pressure full avg10.
-    pub psi_full_avg10: Option<f64>,
-    /// memory.events high.
-    pub events_high: u64,
-    /// memory.events max.
-    pub events_max: u64,
-    /// memory.events oom_kill.
-    pub events_oom_kill: u64,
-    /// Writes decided this tick (`None` fields: unchanged).
-    pub wrote_high: Option<String>,
-    /// memory.low written this tick.
-    pub wrote_low: Option<u64>,
-    /// Bytes asked of memory.reclaim this tick.
-    pub reclaim: Option<u64>,
-    /// `ok`, `busy` (a previous write still in the kernel) or `dry-run`.
-    pub state: &'static str,
-    /// The policy's reason.
-    pub reason: String,
-}
+/// Per-cgroup line of a [`TickReport`]: the protocol's status row, so `status` sends it as is.
+pub type CgroupReport = memweight_proto::ctl::CgroupStatus;
 
 /// What one tick saw and did; published for status, explain and metrics.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct TickReport {
-    /// Tick counter since start.
-    pub tick: u64,
-    /// Pool capacity.
-    pub capacity: u64,
-    /// MemAvailable shortfall below the reserve.
-    pub shortfall: u64,
-    /// What host PSI took off the pool.
-    pub psi_cut: u64,
-    /// TU.
-    pub total_usage: u64,
-    /// TW.
-    pub total_weight: u64,
-    /// The policy saw pressure.
-    pub pressure: bool,
-    /// Floors alone exceed the pool.
-    pub overcommitted: bool,
-    /// Host MemTotal.
-    pub mem_total: u64,
-    /// Host MemAvailable.
-    pub mem_available: u64,
-    /// Host SwapFree.
-    pub swap_free: u64,
-    /// Host memory PSI some avg10.
-    pub host_psi_some_avg10: Option<f64>,
-    /// Host memory PSI full avg10.
-    pub host_psi_full_avg10: Option<f64>,
-    /// Whether writes are enforced.
-    pub enforce: bool,
-    /// How long the tick took, in microseconds.
-    pub duration_us: u64,
+    /// The pool and the host (the protocol's form, so `status` sends it as is).
+    pub pool: memweight_proto::ctl::Pool,
     /// One line per managed cgroup, sorted by path.
     pub cgroups: Vec<CgroupReport>,
 }
@@ -574,7 +498,7 @@ impl Controller {
 
         let report = self.compute_and_enforce(&rows, &host).await;
         let mut report = report;
-        report.duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        report.pool.duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.last = Some(report);
         Ok(self.last.as_ref().expect("just set"))
     }
@@ -678,7 +602,7 @@ impl Controller {
                 );
             }
             reports.push(CgroupReport {
-                path: path.clone(),
+                cgroup: path.clone(),
                 weight: st.weight,
                 overridden: self.state.overrides.contains_key(path),
                 usage: s.current,
@@ -703,7 +627,7 @@ impl Controller {
                 wrote_high: writes.high.map(|h| h.to_string()),
                 wrote_low: writes.low.and_then(Limit::bytes),
                 reclaim: writes.reclaim,
-                state,
+                state: state.to_owned(),
                 reason: d.reason.to_string(),
             });
         }
@@ -712,31 +636,33 @@ impl Controller {
         if self.cfg.enforce && self.cfg.protect_ancestors {
             let lows: Vec<(&str, u64)> = reports
                 .iter()
-                .map(|r| (r.path.as_str(), r.entitlement))
+                .map(|r| (r.cgroup.as_str(), r.entitlement))
                 .collect();
             self.protect_ancestors(&ancestor_lows(&lows));
         }
 
         TickReport {
-            tick: self.ticks,
-            capacity: cap.bytes,
-            shortfall: cap.shortfall,
-            psi_cut: cap.psi_cut,
-            total_usage: plan.total_usage,
-            total_weight: plan.total_weight,
-            pressure: plan.pressure,
-            overcommitted: plan.overcommitted,
-            mem_total: host.mem_total,
-            mem_available: host.mem_available,
-            swap_free: host.swap_free,
-            host_psi_some_avg10: host.psi.as_ref().map(|p| p.some.avg10),
-            host_psi_full_avg10: host
-                .psi
-                .as_ref()
-                .and_then(|p| p.full.as_ref())
-                .map(|f| f.avg10),
-            enforce: self.cfg.enforce,
-            duration_us: 0,
+            pool: memweight_proto::ctl::Pool {
+                tick: self.ticks,
+                capacity: cap.bytes,
+                shortfall: cap.shortfall,
+                psi_cut: cap.psi_cut,
+                total_usage: plan.total_usage,
+                total_weight: plan.total_weight,
+                pressure: plan.pressure,
+                overcommitted: plan.overcommitted,
+                mem_total: host.mem_total,
+                mem_available: host.mem_available,
+                swap_free: host.swap_free,
+                host_psi_some_avg10: host.psi.as_ref().map(|p| p.some.avg10),
+                host_psi_full_avg10: host
+                    .psi
+                    .as_ref()
+                    .and_then(|p| p.full.as_ref())
+                    .map(|f| f.avg10),
+                enforce: self.cfg.enforce,
+                duration_us: 0,
+            },
             cgroups: reports,
         }
     }

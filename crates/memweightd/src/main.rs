@@ -137,8 +137,8 @@ async fn run(
                         metrics.observe(&r);
                         let status = format!(
                             "STATUS=managing {} cgroup(s), capacity {} MiB, usage {} MiB, {}",
-                            r.cgroups.len(), r.capacity >> 20, r.total_usage >> 20,
-                            if r.pressure { "under pressure" } else { "no pressure" });
+                            r.cgroups.len(), r.pool.capacity >> 20, r.pool.total_usage >> 20,
+                            if r.pool.pressure { "under pressure" } else { "no pressure" });
                         snapshots.send_replace(Some(Arc::new(Snapshot {
                             report: r,
                             counters: ctl.counters().clone(),

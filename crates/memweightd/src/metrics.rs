@@ -78,7 +78,8 @@ impl Metrics {
     pub fn observe(&self, report: &TickReport) {
         #[allow(clippy::cast_precision_loss)]
         // Microseconds of one tick stay far below 2^52; the histogram is in seconds anyway.
-        self.tick_duration.observe(report.duration_us as f64 / 1e6);
+        self.tick_duration
+            .observe(report.pool.duration_us as f64 / 1e6);
     }
 }
 
@@ -227,61 +228,61 @@ pub fn registry(snapshot: Option<&Snapshot>, metrics: &Metrics) -> Registry {
     b.gauge(
         "enforce",
         "1 when limits are written, 0 in dry-run mode.",
-        i64::from(r.enforce),
+        i64::from(r.pool.enforce),
     );
     b.gauge(
         "pool_capacity_bytes",
         "Pool capacity C shared by the managed cgroups.",
-        saturating_i64(r.capacity),
+        saturating_i64(r.pool.capacity),
     );
     b.gauge(
         "pool_usage_bytes",
         "TU: total memory usage of the managed cgroups.",
-        saturating_i64(r.total_usage),
+        saturating_i64(r.pool.total_usage),
     );
     b.gauge(
         "pool_weight",
         "TW: total weight of the managed cgroups.",
-        saturating_i64(r.total_weight),
+        saturating_i64(r.pool.total_weight),
     );
     b.gauge(
         "pool_pressure",
         "1 when usage exceeds the pool and memory is water-filled by weight.",
-        i64::from(r.pressure),
+        i64::from(r.pool.pressure),
     );
     b.gauge(
         "pool_overcommitted",
         "1 when the floors alone exceed the pool.",
-        i64::from(r.overcommitted),
+        i64::from(r.pool.overcommitted),
     );
     b.gauge(
         "pool_psi_cut_bytes",
         "What host memory pressure took off the pool.",
-        saturating_i64(r.psi_cut),
+        saturating_i64(r.pool.psi_cut),
     );
     b.gauge(
         "host_memory_total_bytes",
         "Host MemTotal.",
-        saturating_i64(r.mem_total),
+        saturating_i64(r.pool.mem_total),
     );
     b.gauge(
         "host_memory_available_bytes",
         "Host MemAvailable.",
-        saturating_i64(r.mem_available),
+        saturating_i64(r.pool.mem_available),
     );
     b.gauge(
         "host_swap_free_bytes",
         "Host SwapFree.",
-        saturating_i64(r.swap_free),
+        saturating_i64(r.pool.swap_free),
     );
-    if let Some(v) = r.host_psi_some_avg10 {
+    if let Some(v) = r.pool.host_psi_some_avg10 {
         b.gauge_f(
             "host_psi_some_avg10_percent",
             "Host memory pressure (/proc/pressure/memory some avg10), percent.",
             v,
         );
     }
-    if let Some(v) = r.host_psi_full_avg10 {
+    if let Some(v) = r.pool.host_psi_full_avg10 {
         b.gauge_f(
             "host_psi_full_avg10_percent",
             "Host memory pressure (/proc/pressure/memory full avg10), percent.",
@@ -320,14 +321,14 @@ pub fn registry(snapshot: Option<&Snapshot>, metrics: &Metrics) -> Registry {
     let rows = |f: &dyn Fn(&crate::controller::CgroupReport) -> Option<i64>| -> Vec<(String, i64)> {
         r.cgroups
             .iter()
-            .filter_map(|c| f(c).map(|v| (c.path.clone(), v)))
+            .filter_map(|c| f(c).map(|v| (c.cgroup.clone(), v)))
             .collect()
     };
     let rows_f =
         |f: &dyn Fn(&crate::controller::CgroupReport) -> Option<f64>| -> Vec<(String, f64)> {
             r.cgroups
                 .iter()
-                .filter_map(|c| f(c).map(|v| (c.path.clone(), v)))
+                .filter_map(|c| f(c).map(|v| (c.cgroup.clone(), v)))
                 .collect()
         };
     b.per_cgroup(
@@ -404,7 +405,7 @@ pub fn registry(snapshot: Option<&Snapshot>, metrics: &Metrics) -> Registry {
         ] {
             events
                 .get_or_create(&vec![
-                    ("cgroup".to_owned(), c.path.clone()),
+                    ("cgroup".to_owned(), c.cgroup.clone()),
                     ("event".to_owned(), event.to_owned()),
                 ])
                 .inc_by(v);
@@ -450,13 +451,13 @@ pub fn health(snapshot: Option<&Snapshot>, now: Instant, started: Instant) -> (S
             let age = now.duration_since(s.at);
             let limit = (s.interval * 3).max(Duration::from_secs(10));
             if age <= limit {
-                (StatusCode::OK, format!("ok: tick {}\n", s.report.tick))
+                (StatusCode::OK, format!("ok: tick {}\n", s.report.pool.tick))
             } else {
                 (
                     StatusCode::SERVICE_UNAVAILABLE,
                     format!(
                         "last tick {} was {:.0} s ago; the control loop is stuck\n",
-                        s.report.tick,
+                        s.report.pool.tick,
                         age.as_secs_f64()
                     ),
                 )
@@ -569,25 +570,27 @@ mod tests {
 
     fn report(paths: &[&str]) -> TickReport {
         TickReport {
-            tick: 7,
-            capacity: 4500 << 20,
-            shortfall: 0,
-            psi_cut: 0,
-            total_usage: 6000 << 20,
-            total_weight: 6,
-            pressure: true,
-            overcommitted: false,
-            mem_total: 8 << 30,
-            mem_available: 1 << 30,
-            swap_free: 0,
-            host_psi_some_avg10: Some(12.5),
-            host_psi_full_avg10: None,
-            enforce: true,
-            duration_us: 1500,
+            pool: memweight_proto::ctl::Pool {
+                tick: 7,
+                capacity: 4500 << 20,
+                shortfall: 0,
+                psi_cut: 0,
+                total_usage: 6000 << 20,
+                total_weight: 6,
+                pressure: true,
+                overcommitted: false,
+                mem_total: 8 << 30,
+                mem_available: 1 << 30,
+                swap_free: 0,
+                host_psi_some_avg10: Some(12.5),
+                host_psi_full_avg10: None,
+                enforce: true,
+                duration_us: 1500,
+            },
             cgroups: paths
                 .iter()
                 .map(|p| CgroupReport {
-                    path: (*p).to_owned(),
+                    cgroup: (*p).to_owned(),
                     weight: 2,
                     overridden: false,
                     usage: 2000 << 20,
@@ -608,7 +611,7 @@ mod tests {
                     wrote_high: None,
                     wrote_low: None,
                     reclaim: Some(4096),
-                    state: "ok",
+                    state: "ok".to_owned(),
                     reason: "at floor".into(),
                 })
                 .collect(),

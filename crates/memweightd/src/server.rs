@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
 use crate::config::{Config, ControlConfig};
-use crate::controller::{CgroupReport, Controller, TickReport};
+use crate::controller::{Controller, TickReport};
 use crate::state::Override;
 
 /// How long a client may take to send its request line.
@@ -410,8 +410,8 @@ pub fn handle(ctl: &mut Controller, command: Command, config_path: &Path) -> Out
         }),
         Command::Status => last(ctl).map(|r| {
             Reply::Status(Status {
-                pool: pool(r),
-                cgroups: r.cgroups.iter().map(cgroup_status).collect(),
+                pool: r.pool.clone(),
+                cgroups: r.cgroups.clone(),
             })
         }),
         Command::Explain { cgroup } => ctl::normalize_cgroup(&cgroup, &root).and_then(|path| {
@@ -420,12 +420,12 @@ pub fn handle(ctl: &mut Controller, command: Command, config_path: &Path) -> Out
             let row = r
                 .cgroups
                 .iter()
-                .find(|c| c.path == path)
+                .find(|c| c.cgroup == path)
                 .ok_or_else(|| unknown(&path, &root))?;
             Ok(Reply::Explain(Box::new(Explanation {
-                status: cgroup_status(row),
+                status: row.clone(),
                 setting: setting(ctl, &path),
-                pool: pool(r),
+                pool: r.pool.clone(),
             })))
         }),
         Command::Reload => reload(ctl, config_path).map(Reply::Reloaded),
@@ -520,58 +520,6 @@ fn setting(ctl: &Controller, path: &str) -> Setting {
             max: o.max,
         }),
         effective,
-    }
-}
-
-/// The pool part of a tick report, in protocol form.
-#[must_use]
-pub fn pool(r: &TickReport) -> ctl::Pool {
-    ctl::Pool {
-        tick: r.tick,
-        enforce: r.enforce,
-        capacity: r.capacity,
-        shortfall: r.shortfall,
-        psi_cut: r.psi_cut,
-        total_usage: r.total_usage,
-        total_weight: r.total_weight,
-        pressure: r.pressure,
-        overcommitted: r.overcommitted,
-        mem_total: r.mem_total,
-        mem_available: r.mem_available,
-        swap_free: r.swap_free,
-        host_psi_some_avg10: r.host_psi_some_avg10,
-        host_psi_full_avg10: r.host_psi_full_avg10,
-        duration_us: r.duration_us,
-    }
-}
-
-/// One cgroup row of a tick report, in protocol form.
-#[must_use]
-pub fn cgroup_status(c: &CgroupReport) -> ctl::CgroupStatus {
-    ctl::CgroupStatus {
-        cgroup: c.path.clone(),
-        weight: c.weight,
-        overridden: c.overridden,
-        usage: c.usage,
-        expected: c.expected,
-        exceed: c.exceed,
-        target: c.target,
-        entitlement: c.entitlement,
-        floor: c.floor,
-        ceiling: c.ceiling,
-        high: c.high,
-        low: c.low,
-        swap: c.swap,
-        psi_some_avg10: c.psi_some_avg10,
-        psi_full_avg10: c.psi_full_avg10,
-        events_high: c.events_high,
-        events_max: c.events_max,
-        events_oom_kill: c.events_oom_kill,
-        wrote_high: c.wrote_high.clone(),
-        wrote_low: c.wrote_low,
-        reclaim: c.reclaim,
-        state: c.state.to_owned(),
-        reason: c.reason.clone(),
     }
 }
 

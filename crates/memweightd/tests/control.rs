@@ -388,7 +388,7 @@ async fn reload_keeps_overrides_and_does_not_restore_managed_cgroups() {
     let weights: Vec<(String, u32, bool)> = r
         .cgroups
         .iter()
-        .map(|c| (c.path.clone(), c.weight, c.overridden))
+        .map(|c| (c.cgroup.clone(), c.weight, c.overridden))
         .collect();
     assert_eq!(
         weights,

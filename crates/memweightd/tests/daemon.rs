@@ -84,9 +84,9 @@ async fn pressure_writes_weighted_targets_and_entitlements() {
         "max_step = \"100%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"4500M\"",
     );
     let report = ctl.tick().await.expect("tick").clone();
-    assert!(report.pressure);
-    assert_eq!(report.capacity, 4500 * MIB);
-    assert_eq!(report.total_usage, 6000 * MIB);
+    assert!(report.pool.pressure);
+    assert_eq!(report.pool.capacity, 4500 * MIB);
+    assert_eq!(report.pool.total_usage, 6000 * MIB);
     // Water-filling 4500 over demands 2000 each, weights 1:2:3: c3 keeps 2000, 2500 splits 1:2.
     let targets: Vec<u64> = report.cgroups.iter().map(|c| c.target).collect();
     assert!(targets[0].abs_diff(2500 * MIB / 3) <= 4096, "{targets:?}");
@@ -136,7 +136,7 @@ async fn no_pressure_leaves_high_alone() {
     let tree = seed_tree();
     let mut ctl = controller(&tree, "[capacity]\nmode = \"fixed\"\nfixed = \"8G\"");
     let r = ctl.tick().await.expect("tick").clone();
-    assert!(!r.pressure);
+    assert!(!r.pool.pressure);
     for c in &tree.cgroups {
         assert_eq!(c.read_high().trim(), "max");
     }
@@ -163,11 +163,11 @@ async fn auto_capacity_follows_mem_available() {
     );
     let r = ctl.tick().await.expect("tick").clone();
     assert_eq!(
-        r.capacity,
+        r.pool.capacity,
         5400 * MIB,
         "6000 held, 600 short of the reserve"
     );
-    assert!(r.pressure);
+    assert!(r.pool.pressure);
     assert!(high_bytes(tree.cg(0)) < high_bytes(tree.cg(1)));
 }
 
@@ -179,7 +179,7 @@ async fn dry_run_writes_nothing() {
         "enforce = false\n[capacity]\nmode = \"fixed\"\nfixed = \"1G\"",
     );
     let r = ctl.tick().await.expect("tick").clone();
-    assert!(r.pressure);
+    assert!(r.pool.pressure);
     assert!(r.cgroups.iter().all(|c| c.state == "dry-run"));
     assert!(
         r.cgroups.iter().any(|c| c.wrote_high.is_some()),
@@ -279,7 +279,7 @@ async fn vanished_cgroup_is_dropped_quietly() {
         .expect("tick survives a removed cgroup")
         .clone();
     assert_eq!(r.cgroups.len(), 2);
-    assert!(r.cgroups.iter().all(|c| c.path != "lab/c2"));
+    assert!(r.cgroups.iter().all(|c| c.cgroup != "lab/c2"));
     assert_eq!(ctl.counters().write_errors, 0);
     ctl.release_all().await;
 }
@@ -327,7 +327,7 @@ async fn globs_adopt_new_cgroups_and_skip_nested_ones() {
     b.set_current(100 * MIB);
     let _nested = FakeCgroup::new(&root, "machine.slice/libpod-b.scope/inner");
     let r = ctl.tick().await.expect("tick").clone();
-    let paths: Vec<&str> = r.cgroups.iter().map(|c| c.path.as_str()).collect();
+    let paths: Vec<&str> = r.cgroups.iter().map(|c| c.cgroup.as_str()).collect();
     assert_eq!(
         paths,
         [
@@ -439,7 +439,7 @@ async fn regression_throttled_cgroups_stay_at_their_level() {
     }
     let r = ctl.tick().await.expect("tick").clone();
     assert!(
-        r.pressure,
+        r.pool.pressure,
         "throttled cgroups still want more than the pool"
     );
     let again: Vec<u64> = tree.cgroups.iter().map(high_bytes).collect();
