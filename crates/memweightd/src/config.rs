@@ -324,7 +324,7 @@ impl Default for Config {
             reclaim: true,
             max_step: Amount::Percent(10.0),
             min_floor: Size(16 << 20),
-            protect_ancestors: true,
+            protect_ancestors: false,
             log_level: "info".to_owned(),
             capacity: CapacityConfig::default(),
             control: ControlConfig::default(),

@@ -131,7 +131,7 @@ impl Controller {
         let store = StateStore::new(&cfg.state_dir);
         let state = store.load()?;
         if !cfg.protect_ancestors {
-            warn!(
+            info!(
                 "protect_ancestors = false: the kernel caps the memory.low of managed cgroups \
                  by their ancestors' memory.low, so set the parents' memory.low yourself"
             );

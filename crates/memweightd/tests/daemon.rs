@@ -464,7 +464,10 @@ async fn ancestors_are_protected_and_restored() {
     let tree = seed_tree();
     let parent = tree.root().join("lab/memory.low");
     std::fs::write(&parent, "0\n").expect("parent memory.low");
-    let mut ctl = controller(&tree, "[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"");
+    let mut ctl = controller(
+        &tree,
+        "protect_ancestors = true\n[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"",
+    );
     let r = ctl.tick().await.expect("tick").clone();
     let sum: u64 = r.cgroups.iter().map(|c| c.entitlement).sum();
     let raised: u64 = std::fs::read_to_string(&parent)
@@ -477,5 +480,15 @@ async fn ancestors_are_protected_and_restored() {
         "{raised} vs {sum}"
     );
     ctl.release_all().await;
+    assert_eq!(std::fs::read_to_string(&parent).expect("read").trim(), "0");
+}
+
+#[tokio::test]
+async fn ancestors_are_left_alone_by_default() {
+    let tree = seed_tree();
+    let parent = tree.root().join("lab/memory.low");
+    std::fs::write(&parent, "0\n").expect("parent memory.low");
+    let mut ctl = controller(&tree, "[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"");
+    ctl.tick().await.expect("tick");
     assert_eq!(std::fs::read_to_string(&parent).expect("read").trim(), "0");
 }
