@@ -1,4 +1,4 @@
-//! Water-fill benchmarks: the exact selection-based [`water_fill`] against the naive
+//! Water-fill benchmarks: the exact [`water_fill`] against the naive
 //! trim-the-largest loop, at n = 10 … 100k cgroups.
 //!
 //! Inputs are deterministic (xorshift): usage 64 MiB … 8 GiB, weights 1 … 10000, a floor on
