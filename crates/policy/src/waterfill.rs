@@ -248,8 +248,10 @@ impl Approx {
         }
     }
 
-    /// `f(λ) = Σ clamp(λW, lo, hi)`, branch-free.
-    fn f(&self, level: f64) -> f64 {
+    /// `Σ term(λ·W_i, lo_i, hi_i, W_i)` over all slots, in [`LANES`] independent partial sums
+    /// so that the loop compiles to packed SIMD; `term` must be branch-free (selects only).
+    #[inline(always)]
+    fn lane_sum(&self, level: f64, term: impl Fn(f64, f64, f64, f64) -> f64) -> f64 {
         let (lo_all, hi_all, weight_all) = self.columns();
         let mut sum = [0.0_f64; LANES];
         let lanes = lo_all
@@ -258,86 +260,49 @@ impl Approx {
             .zip(weight_all.chunks_exact(LANES));
         for ((lo, hi), weight) in lanes {
             for k in 0..LANES {
-                // Selects (maxpd/minpd), not clamp/max/min with their NaN handling: lo ≤ hi
-                // and nothing here is NaN.
-                let x = level * weight[k];
-                let raised = if x < lo[k] { lo[k] } else { x };
-                sum[k] += if raised > hi[k] { hi[k] } else { raised };
+                sum[k] += term(level * weight[k], lo[k], hi[k], weight[k]);
             }
         }
         let tail = lo_all.len() / LANES * LANES;
         for j in tail..lo_all.len() {
-            let x = level * weight_all[j];
-            let raised = if x < lo_all[j] { lo_all[j] } else { x };
-            sum[0] += if raised > hi_all[j] {
-                hi_all[j]
-            } else {
-                raised
-            };
+            sum[0] += term(level * weight_all[j], lo_all[j], hi_all[j], weight_all[j]);
         }
         sum.iter().sum()
     }
 
+    /// `f(λ) = Σ clamp(λW, lo, hi)`, branch-free.
+    fn f(&self, level: f64) -> f64 {
+        self.lane_sum(level, |x, lo, hi, _| {
+            // Selects (maxpd/minpd), not clamp/max/min with their NaN handling: lo ≤ hi and
+            // nothing here is NaN.
+            let raised = if x < lo { lo } else { x };
+            if raised > hi { hi } else { raised }
+        })
+    }
+
     /// The slope of `f` at `λ`: the weight of the slots strictly inside their bounds.
     fn slope(&self, level: f64) -> f64 {
-        let (lo_all, hi_all, weight_all) = self.columns();
-        let mut sum = [0.0_f64; LANES];
-        let lanes = lo_all
-            .chunks_exact(LANES)
-            .zip(hi_all.chunks_exact(LANES))
-            .zip(weight_all.chunks_exact(LANES));
-        for ((lo, hi), weight) in lanes {
-            for k in 0..LANES {
-                let x = level * weight[k];
-                sum[k] += if (x > lo[k]) & (x < hi[k]) {
-                    weight[k]
-                } else {
-                    0.0
-                };
-            }
-        }
-        let tail = lo_all.len() / LANES * LANES;
-        for j in tail..lo_all.len() {
-            let x = level * weight_all[j];
-            if (x > lo_all[j]) & (x < hi_all[j]) {
-                sum[0] += weight_all[j];
-            }
-        }
-        sum.iter().sum()
+        self.lane_sum(
+            level,
+            |x, lo, hi, weight| {
+                if (x > lo) & (x < hi) { weight } else { 0.0 }
+            },
+        )
     }
 
     /// How many weighted slots have `λW` within [`MARGIN`] (relative) of one of their
     /// bounds, where an `f64` comparison cannot decide their class. (An unweighted slot is
     /// at its floor at every level: `0 ≤ lo` holds exactly.)
     fn unclear(&self, level: f64) -> f64 {
-        let (lo_all, hi_all, weight_all) = self.columns();
-        let mut sum = [0.0_f64; LANES];
-        let lanes = lo_all
-            .chunks_exact(LANES)
-            .zip(hi_all.chunks_exact(LANES))
-            .zip(weight_all.chunks_exact(LANES));
-        for ((lo, hi), weight) in lanes {
-            for k in 0..LANES {
-                let x = level * weight[k];
-                let near_lo = (x >= lo[k] * (1.0 - MARGIN)) & (x <= lo[k] * (1.0 + MARGIN));
-                let near_hi = (x >= hi[k] * (1.0 - MARGIN)) & (x <= hi[k] * (1.0 + MARGIN));
-                sum[k] += if (near_lo | near_hi) & (weight[k] > 0.0) {
-                    1.0
-                } else {
-                    0.0
-                };
-            }
-        }
-        let tail = lo_all.len() / LANES * LANES;
-        for j in tail..lo_all.len() {
-            let (x, lo, hi) = (level * weight_all[j], lo_all[j], hi_all[j]);
+        self.lane_sum(level, |x, lo, hi, weight| {
             let near_lo = (x >= lo * (1.0 - MARGIN)) & (x <= lo * (1.0 + MARGIN));
             let near_hi = (x >= hi * (1.0 - MARGIN)) & (x <= hi * (1.0 + MARGIN));
-            if (near_lo | near_hi) & (weight_all[j] > 0.0) {
-                sum[0] += 1.0;
+            if (near_lo | near_hi) & (weight > 0.0) {
+                1.0
+            } else {
+                0.0
             }
-        }
-        sum.iter().sum()
+        })
     }
 }
 
