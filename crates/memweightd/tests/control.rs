@@ -18,7 +18,9 @@ use memweightd::metrics::{Metrics, Snapshot};
 use memweightd::server::{self, Call, Server};
 use tokio::sync::{mpsc, watch};
 
-const MIB: u64 = 1 << 20;
+mod common;
+
+use common::MIB;
 
 const RULES: &str = r#"
 [[cgroup]]
@@ -44,15 +46,7 @@ struct Tree {
 impl Tree {
     fn new() -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        let proc = FakeProc::new(dir.path().join("proc"));
-        let cgroups = (1..=3)
-            .map(|i| {
-                let c = FakeCgroup::new(dir.path().join("cg"), &format!("lab/c{i}"));
-                c.set_current(2000 * MIB);
-                c.set_stat(1900 * MIB, 100 * MIB);
-                c
-            })
-            .collect();
+        let (proc, cgroups) = common::seed_cgroups(dir.path());
         Tree { dir, proc, cgroups }
     }
 

@@ -12,7 +12,9 @@ use memweight_cgroupfs::testing::{FakeCgroup, FakeMeminfo, FakeProc};
 use memweightd::config::Config;
 use memweightd::controller::Controller;
 
-const MIB: u64 = 1 << 20;
+mod common;
+
+use common::MIB;
 
 struct Tree {
     dir: tempfile::TempDir,
@@ -42,15 +44,7 @@ impl Tree {
 /// Three cgroups `lab/c1..c3` with weights 1, 2, 3 and 2000 MiB each (the seed's example).
 fn seed_tree() -> Tree {
     let dir = tempfile::tempdir().expect("tempdir");
-    let proc = FakeProc::new(dir.path().join("proc"));
-    let cgroups = (1..=3)
-        .map(|i| {
-            let c = FakeCgroup::new(dir.path().join("cg"), &format!("lab/c{i}"));
-            c.set_current(2000 * MIB);
-            c.set_stat(1900 * MIB, 100 * MIB);
-            c
-        })
-        .collect();
+    let (proc, cgroups) = common::seed_cgroups(dir.path());
     Tree { dir, proc, cgroups }
 }
 
