@@ -41,6 +41,25 @@ fn cg(s: &Sample, i: usize) -> Option<&CgroupSample> {
     s.cgroups.get(i).filter(|c| c.present)
 }
 
+/// The cgroups matching `pattern` for which `seen` held in no sample.
+fn never<'a>(
+    scenario: &'a Scenario,
+    results: &Results,
+    pattern: &'a str,
+    seen: impl Fn(&Sample, &CgroupSample) -> bool,
+) -> Vec<&'a str> {
+    names(scenario, pattern)
+        .into_iter()
+        .filter(|&(i, _)| {
+            !results
+                .samples
+                .iter()
+                .any(|s| cg(s, i).is_some_and(|c| seen(s, c)))
+        })
+        .map(|(_, name)| name)
+        .collect()
+}
+
 fn human_limit(l: Limit) -> String {
     match l {
         Limit::Max => "max".to_owned(),
@@ -91,17 +110,9 @@ fn one(check: &Check, scenario: &Scenario, results: &Results, summary: &Summary)
             format!("{} oom_kill events in managed cgroups", summary.oom_kills),
         ),
         Check::HighSet { cgroup, from } => {
-            let mut bad = Vec::new();
-            for (i, name) in names(scenario, cgroup) {
-                let set = results
-                    .samples
-                    .iter()
-                    .filter(|s| second(s) >= *from)
-                    .any(|s| cg(s, i).is_some_and(|c| matches!(c.high, Some(Limit::Bytes(_)))));
-                if !set {
-                    bad.push(name);
-                }
-            }
+            let bad = never(scenario, results, cgroup, |s, c| {
+                second(s) >= *from && matches!(c.high, Some(Limit::Bytes(_)))
+            });
             out(
                 format!("high-set {cgroup} (from {from}s)"),
                 bad.is_empty(),
@@ -113,16 +124,9 @@ fn one(check: &Check, scenario: &Scenario, results: &Results, summary: &Summary)
             )
         }
         Check::LowSet { cgroup } => {
-            let mut bad = Vec::new();
-            for (i, name) in names(scenario, cgroup) {
-                let set = results
-                    .samples
-                    .iter()
-                    .any(|s| cg(s, i).is_some_and(|c| c.low.is_some_and(|l| l > 0)));
-                if !set {
-                    bad.push(name);
-                }
-            }
+            let bad = never(scenario, results, cgroup, |_, c| {
+                c.low.is_some_and(|l| l > 0)
+            });
             out(
                 format!("low-set {cgroup}"),
                 bad.is_empty(),
