@@ -193,7 +193,7 @@ fn one(check: &Check, scenario: &Scenario, results: &Results, summary: &Summary)
                 first_bad.unwrap_or_else(|| format!("{seen} samples checked")),
             )
         }
-        Check::DaemonAlive { until } => {
+        Check::DaemonAlive { from, until } => {
             let stop_at = scenario
                 .commands
                 .iter()
@@ -203,7 +203,7 @@ fn one(check: &Check, scenario: &Scenario, results: &Results, summary: &Summary)
             let until = until
                 .or(stop_at.map(|s| s.saturating_sub(1)))
                 .unwrap_or(u64::MAX);
-            let start = scenario.daemon.start;
+            let start = from.unwrap_or(scenario.daemon.start);
             let dead = results
                 .samples
                 .iter()
@@ -241,6 +241,27 @@ fn one(check: &Check, scenario: &Scenario, results: &Results, summary: &Summary)
                     || format!("{} log lines, no ERROR", log.lines().count()),
                     |l| format!("found: {}", l.chars().take(160).collect::<String>()),
                 ),
+            )
+        }
+        Check::AssertsOk => {
+            let asserts: Vec<_> = results
+                .events
+                .iter()
+                .filter(|e| e.kind == "assert")
+                .collect();
+            let expected = scenario.commands.iter().filter(|c| c.assert).count();
+            let bad = asserts.iter().find(|e| !e.ok);
+            out(
+                "asserts-ok".into(),
+                bad.is_none() && asserts.len() >= expected,
+                match bad {
+                    Some(e) => format!("failed at {:.0}s: {}", e.t, e.detail),
+                    None if asserts.len() < expected => format!(
+                        "only {} of {expected} assertions ran (see events.txt)",
+                        asserts.len()
+                    ),
+                    None => format!("{} assertions passed", asserts.len()),
+                },
             )
         }
         Check::ActionsOk => {

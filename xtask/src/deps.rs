@@ -115,6 +115,43 @@ pub fn ensure_host_tools() -> Result<()> {
     Ok(())
 }
 
+/// Checks that each `(program, Debian package)` is on `PATH`; installs the missing packages
+/// with apt-get when root, and otherwise says what to install.
+pub fn ensure_packages(tools: &[(&str, &str)]) -> Result<()> {
+    let missing = || -> Vec<&str> {
+        tools
+            .iter()
+            .filter(|(program, _)| which(program).is_none())
+            .map(|(_, package)| *package)
+            .collect()
+    };
+    let first = missing();
+    if first.is_empty() {
+        return Ok(());
+    }
+    if !is_root() {
+        bail!(
+            "the lab needs these Debian packages: {} — install them with \
+             `sudo apt-get install -y {}`",
+            first.join(", "),
+            first.join(" ")
+        );
+    }
+    eprintln!("lab: installing {} with apt-get", first.join(" "));
+    apt_get(&["update"])?;
+    let mut args = vec!["install", "-y", "--no-install-recommends"];
+    args.extend(first.iter().copied());
+    apt_get(&args)?;
+    let still = missing();
+    if !still.is_empty() {
+        bail!(
+            "apt-get install finished but {} is still missing",
+            still.join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// Runs `apt-get ARGS` non-interactively with its output on the terminal.
 pub fn apt_get(args: &[&str]) -> Result<()> {
     let status = Command::new("apt-get")

@@ -27,6 +27,42 @@ sync
 poweroff -f
 "#;
 
+/// The host guest's `/init`: load the virtio and ext4 modules, mount the root disk, copy the
+/// run's payload (binaries, scenario, the repository files the README's install steps use)
+/// into `/opt/memweight-lab`, set the scenario's zram size, and hand over to systemd. A
+/// failure is reported on ttyS0 (the records port) so that the host stops waiting at once.
+pub const HOST_INIT: &str = r#"#!/bin/busybox sh
+/bin/busybox mount -t proc proc /proc
+/bin/busybox mount -t sysfs sysfs /sys
+/bin/busybox mount -t devtmpfs devtmpfs /dev
+/bin/busybox --install -s /bin
+export PATH=/bin:/sbin
+fail() {
+    echo "initramfs: $*"
+    echo "@@MWLAB-EXIT 90 initramfs: $*" > /dev/ttyS0
+    sync
+    poweroff -f
+}
+for m in $(cat /modules/order); do
+    insmod "/modules/$m" || echo "initramfs: insmod $m failed"
+done
+i=0
+while [ ! -b /dev/vda ]; do
+    i=$((i + 1))
+    [ "$i" -gt 300 ] && fail "no /dev/vda after 30 s (virtio_blk not loaded?)"
+    sleep 0.1
+done
+mkdir -p /newroot
+mount -t ext4 -o rw /dev/vda /newroot || fail "cannot mount /dev/vda"
+mkdir -p /newroot/opt/memweight-lab
+cp -a /payload/. /newroot/opt/memweight-lab/ || fail "cannot copy the payload"
+cp /payload/zram-generator.conf /newroot/etc/systemd/zram-generator.conf || fail "no zram config"
+mount -o move /dev /newroot/dev || umount /dev
+mount -o move /proc /newroot/proc || umount /proc
+mount -o move /sys /newroot/sys || umount /sys
+exec switch_root /newroot /lib/systemd/systemd
+"#;
+
 /// What goes into the archive.
 pub struct Contents<'a> {
     /// Guest programs, installed into `/bin`.
@@ -35,6 +71,10 @@ pub struct Contents<'a> {
     pub modules: &'a [PathBuf],
     /// Scenario text, installed as `/scenario.toml`.
     pub scenario: &'a str,
+    /// `/init` ([`INIT`] or [`HOST_INIT`]).
+    pub init: &'a str,
+    /// A directory copied to `/payload` (host guest).
+    pub payload: Option<&'a Path>,
 }
 
 fn copy_exec(src: &Path, dst: &Path) -> Result<()> {
@@ -88,7 +128,18 @@ pub fn build(stage: &Path, out: &Path, contents: &Contents<'_>) -> Result<()> {
     fs::write(stage.join("modules/order"), order).context("cannot write modules/order")?;
     fs::write(stage.join("scenario.toml"), contents.scenario)
         .context("cannot write scenario.toml")?;
-    fs::write(stage.join("init"), INIT).context("cannot write init")?;
+    if let Some(payload) = contents.payload {
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(payload)
+            .arg(stage.join("payload"))
+            .status()
+            .context("cannot run cp")?;
+        if !status.success() {
+            bail!("cp -a {} failed ({status})", payload.display());
+        }
+    }
+    fs::write(stage.join("init"), contents.init).context("cannot write init")?;
     fs::set_permissions(stage.join("init"), fs::Permissions::from_mode(0o755))
         .context("cannot chmod init")?;
 

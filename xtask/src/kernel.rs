@@ -13,8 +13,12 @@ use lab_agent::scenario::Kernel;
 
 use crate::deps;
 
-/// The modules the guest loads (their dependencies are added).
+/// The modules the busybox guest loads (their dependencies are added).
 const WANTED_MODULES: [&str; 1] = ["zram"];
+
+/// The modules the host guest's initramfs loads to mount its ext4 root on virtio-blk
+/// (`crc32c_generic` is a soft dependency of ext4 that nothing would load for it).
+const BOOT_MODULES: [&str; 4] = ["virtio_pci", "virtio_blk", "crc32c_generic", "ext4"];
 
 /// An unpacked kernel ready to boot.
 #[derive(Debug, Clone)]
@@ -27,6 +31,10 @@ pub struct KernelFiles {
     pub vmlinuz: PathBuf,
     /// Plain `.ko` files in load order.
     pub modules: Vec<PathBuf>,
+    /// Plain `.ko` files the host guest's initramfs loads, in load order.
+    pub boot_modules: Vec<PathBuf>,
+    /// The unpacked `lib/modules/<release>` tree (the host guest's image copies from it).
+    pub module_tree: PathBuf,
 }
 
 fn meta_package(k: Kernel) -> &'static str {
@@ -119,13 +127,15 @@ pub fn fetch(lab_dir: &Path, k: Kernel) -> Result<KernelFiles> {
         .next()
         .with_context(|| format!("{} is empty", modules_root.display()))?;
     let mod_dir = modules_root.join(&release);
-    let out_dir = root.join("initrd-modules");
-    let modules = prepare_modules(&mod_dir, &out_dir)?;
+    let modules = prepare_modules(&mod_dir, &root.join("initrd-modules"), &WANTED_MODULES)?;
+    let boot_modules = prepare_modules(&mod_dir, &root.join("boot-modules"), &BOOT_MODULES)?;
     Ok(KernelFiles {
         package,
         release,
         vmlinuz,
         modules,
+        boot_modules,
+        module_tree: mod_dir,
     })
 }
 
@@ -266,7 +276,7 @@ fn read_module(path: &Path) -> Result<Vec<u8>> {
     }
 }
 
-fn prepare_modules(mod_dir: &Path, out_dir: &Path) -> Result<Vec<PathBuf>> {
+fn prepare_modules(mod_dir: &Path, out_dir: &Path, wanted: &[&str]) -> Result<Vec<PathBuf>> {
     let mut index = BTreeMap::new();
     index_modules(&mod_dir.join("kernel"), &mut index)?;
     let builtin: BTreeSet<String> = fs::read_to_string(mod_dir.join("modules.builtin"))
@@ -277,7 +287,7 @@ fn prepare_modules(mod_dir: &Path, out_dir: &Path) -> Result<Vec<PathBuf>> {
     fs::create_dir_all(out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
     let mut order = Vec::new();
     let mut done = BTreeSet::new();
-    for m in WANTED_MODULES {
+    for m in wanted {
         add_module(m, &index, &builtin, out_dir, &mut done, &mut order, 0)?;
     }
     Ok(order)
@@ -362,7 +372,7 @@ mod tests {
         )
         .expect("write");
         let out = dir.path().join("out");
-        let order = prepare_modules(dir.path(), &out).expect("resolves");
+        let order = prepare_modules(dir.path(), &out, &WANTED_MODULES).expect("resolves");
         let names: Vec<_> = order
             .iter()
             .filter_map(|p| p.file_name().and_then(|n| n.to_str()))

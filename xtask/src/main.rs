@@ -20,9 +20,11 @@
 mod checks;
 mod deps;
 mod guest;
+mod hostimg;
 mod initramfs;
 mod kernel;
 mod plot;
+mod qmp;
 mod results;
 mod run;
 mod summary;

@@ -86,6 +86,11 @@ impl Decoder {
         }
     }
 
+    /// The guest clock of the last sample received.
+    pub fn last_sample_t(&self) -> Option<f64> {
+        self.results.samples.last().map(|s| s.t)
+    }
+
     /// The results so far, complete or not (for writing partial outputs).
     pub fn partial(&self) -> &Results {
         &self.results

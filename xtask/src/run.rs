@@ -6,13 +6,13 @@ use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use lab_agent::scenario::{Kernel, Scenario};
+use lab_agent::scenario::{Guest, Kernel, Scenario};
 
 use crate::checks::{self, Outcome};
 use crate::kernel::{self, KernelFiles};
 use crate::results::{Decoder, Results};
 use crate::summary::{self, Summary};
-use crate::{deps, guest, initramfs, plot, vm};
+use crate::{deps, guest, hostimg, initramfs, plot, qmp, vm};
 
 /// CI must finish within this; `lab test` warns when it does not.
 const CI_BUDGET: Duration = Duration::from_secs(600);
@@ -93,7 +93,7 @@ pub fn lab_run(path: &Path, out: &Path, kernel: Option<Kernel>, build: bool) -> 
 }
 
 /// Scenarios the issues name that `lab test` runs besides `ci-*.toml`.
-const CI_EXTRA: &[&str] = &["ctl-live.toml"];
+const CI_EXTRA: &[&str] = &["ctl-live.toml", "host-podman.toml"];
 
 /// `cargo xtask lab test`.
 pub fn lab_test(filter: Option<&str>, only: Option<Kernel>) -> Result<bool> {
@@ -272,6 +272,94 @@ fn markdown_row(s: &Summary, dir: &Path) -> String {
     )
 }
 
+/// Drives the virtio-balloon over QMP by the guest's clock (the `t` of its samples): each
+/// `[[balloon]]` step sets the guest's target to `ram − size`; the balloon's actual size is
+/// recorded once per sample in `balloon.csv`.
+struct BalloonDriver {
+    path: PathBuf,
+    ram: u64,
+    steps: Vec<(u64, u64)>,
+    next: usize,
+    duration: f64,
+    qmp: Option<qmp::Qmp>,
+    last_t: f64,
+    csv: String,
+    errors: Vec<String>,
+}
+
+impl BalloonDriver {
+    fn new(scenario: &Scenario, path: &Path) -> BalloonDriver {
+        let mut steps: Vec<(u64, u64)> =
+            scenario.balloon.iter().map(|b| (b.at, b.size.0)).collect();
+        steps.sort_unstable();
+        BalloonDriver {
+            path: path.to_path_buf(),
+            ram: scenario.ram.0,
+            steps,
+            next: 0,
+            #[allow(clippy::cast_precision_loss)] // Seconds.
+            duration: scenario.duration as f64,
+            qmp: None,
+            last_t: -1.0,
+            csv: "t,target,actual\n".to_owned(),
+            errors: Vec::new(),
+        }
+    }
+
+    #[allow(clippy::cast_precision_loss)] // Seconds.
+    fn at(&mut self, t: f64) {
+        if self.steps.is_empty() || !self.errors.is_empty() || t <= self.last_t {
+            return;
+        }
+        self.last_t = t;
+        if self.qmp.is_none() {
+            match qmp::Qmp::connect(&self.path, Duration::from_secs(5)) {
+                Ok(q) => self.qmp = Some(q),
+                Err(e) => {
+                    self.errors.push(format!("balloon: {e:#}"));
+                    return;
+                }
+            }
+        }
+        let Some(q) = self.qmp.as_mut() else { return };
+        let mut target = None;
+        if t >= self.duration && self.next <= self.steps.len() {
+            // The scenario is over: give the guest its memory back so that collecting the
+            // results (journal, files) does not crawl.
+            self.next = self.steps.len() + 1;
+            if let Err(e) = q.balloon(self.ram) {
+                self.errors
+                    .push(format!("deflating the balloon at {t:.0}s: {e:#}"));
+            }
+            return;
+        }
+        while let Some(&(at, size)) = self.steps.get(self.next) {
+            if (at as f64) > t {
+                break;
+            }
+            let goal = self.ram.saturating_sub(size);
+            if let Err(e) = q.balloon(goal) {
+                self.errors
+                    .push(format!("balloon to {goal} at {t:.0}s: {e:#}"));
+                return;
+            }
+            eprintln!("lab: balloon at {t:.0}s: takes {} MiB", size >> 20);
+            target = Some(goal);
+            self.next += 1;
+        }
+        match q.balloon_actual() {
+            Ok(actual) => {
+                let _ = writeln!(
+                    self.csv,
+                    "{t:.1},{},{actual}",
+                    target.map_or_else(String::new, |g| g.to_string())
+                );
+            }
+            Err(e) => self.errors.push(format!("query-balloon at {t:.0}s: {e:#}")),
+        }
+    }
+}
+
 /// What one run produced.
 struct Report {
     summary: Summary,
@@ -310,6 +398,37 @@ fn execute(
     let stage = lab.join("stage").join(format!("{name}-{k}"));
     let initrd = lab.join("initrd").join(format!("{name}-{k}.cpio.gz"));
     fs::create_dir_all(lab.join("initrd")).context("cannot create target/lab/initrd")?;
+    let host = scenario.guest == Guest::Host;
+    let disk = if host {
+        let kernels = Kernel::ALL
+            .iter()
+            .map(|&k| kernel::fetch(lab, k))
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&KernelFiles> = kernels.iter().collect();
+        let image = hostimg::ensure(lab, &refs)?;
+        let payload = lab.join("payload").join(format!("{name}-{k}"));
+        let daemon_config = if scenario.daemon.config.is_empty() {
+            None
+        } else {
+            Some(
+                toml::to_string(&scenario.daemon.config)
+                    .context("cannot serialise [daemon.config]")?,
+            )
+        };
+        hostimg::stage_payload(
+            &payload,
+            &hostimg::Payload {
+                workspace: &workspace(),
+                binaries: bins,
+                scenario_text: text,
+                daemon_config,
+                zram: scenario.zram.0,
+            },
+        )?;
+        Some((image, payload))
+    } else {
+        None
+    };
     eprintln!(
         "lab: packing the initramfs for {name} on {k} ({})",
         kf.release
@@ -317,13 +436,29 @@ fn execute(
     initramfs::build(
         &stage,
         &initrd,
-        &initramfs::Contents {
-            binaries: bins,
-            modules: &kf.modules,
-            scenario: text,
+        &match &disk {
+            None => initramfs::Contents {
+                binaries: bins,
+                modules: &kf.modules,
+                scenario: text,
+                init: initramfs::INIT,
+                payload: None,
+            },
+            Some((_, payload)) => initramfs::Contents {
+                binaries: &[],
+                modules: &kf.boot_modules,
+                scenario: text,
+                init: initramfs::HOST_INIT,
+                payload: Some(payload),
+            },
         },
     )?;
-    let timeout = Duration::from_secs(scenario.duration + scenario.duration / 4 + 120);
+    // The host guest boots systemd and installs the daemon before its clock starts.
+    let overhead = if host { 420 } else { 120 };
+    let timeout = Duration::from_secs(scenario.duration + scenario.duration / 4 + overhead);
+    let qmp_path =
+        std::env::temp_dir().join(format!("mwlab-{}-{name}-{k}.qmp", std::process::id()));
+    let mut balloon = BalloonDriver::new(scenario, &qmp_path);
     eprintln!(
         "lab: booting {} with {} RAM, {} CPUs (timeout {}s)",
         kf.release,
@@ -341,13 +476,23 @@ fn execute(
             cpus: scenario.cpus,
             timeout,
             console_log: out.join("console.log"),
+            append: if host { vm::HOST_APPEND } else { vm::APPEND }.to_owned(),
+            disk: disk.as_ref().map(|(image, _)| image.clone()),
+            console2: host.then(|| out.join("kernel.log")),
+            qmp: host.then(|| qmp_path.clone()),
         },
         |line| {
             if let Some(progress) = decoder.feed(line) {
                 println!("{tag} {progress}");
             }
+            if let Some(t) = decoder.last_sample_t() {
+                balloon.at(t);
+            }
         },
     )?;
+    let _ = fs::remove_file(&qmp_path);
+    fs::write(out.join("balloon.csv"), &balloon.csv)
+        .with_context(|| format!("cannot write {}", out.join("balloon.csv").display()))?;
     let wall = outcome.wall.as_secs_f64();
     // Write what arrived even if the run failed: it is what one debugs with.
     write_outputs(out, name, k, scenario, decoder.partial(), wall)?;
@@ -361,6 +506,7 @@ fn execute(
     if outcome.panicked {
         problems.push("the guest kernel panicked (see console.log)".to_owned());
     }
+    problems.extend(balloon.errors);
     let results = match decoder.finish() {
         Ok(r) => Some(r),
         Err(p) => {

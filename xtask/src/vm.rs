@@ -23,8 +23,16 @@ pub struct Boot {
     pub cpus: u32,
     /// Kill QEMU after this long.
     pub timeout: Duration,
-    /// Raw console copy.
+    /// Raw copy of the first serial port (the agent's records).
     pub console_log: PathBuf,
+    /// Kernel command line.
+    pub append: String,
+    /// Host guest: the root disk (opened with `snapshot=on`: the image never changes).
+    pub disk: Option<PathBuf>,
+    /// Host guest: the second serial port (the kernel's and systemd's console) goes here.
+    pub console2: Option<PathBuf>,
+    /// Host guest: a virtio-balloon device and a QMP socket at this path.
+    pub qmp: Option<PathBuf>,
 }
 
 /// How the boot ended.
@@ -41,15 +49,43 @@ pub struct Outcome {
     pub wall: Duration,
 }
 
-/// Kernel command line: serial console, reboot (= QEMU exit) on panic, and the marker the
-/// agent requires before it touches anything.
+/// Kernel command line of the busybox guest: serial console, reboot (= QEMU exit) on panic,
+/// and the marker the agent requires before it touches anything.
 pub const APPEND: &str = "console=ttyS0 quiet panic=-1 memweight_lab=1 rdinit=/init";
+
+/// Kernel command line of the host guest: the console (kernel, systemd) on ttyS1 so that
+/// ttyS0 carries only the agent's records; the initramfs mounts `/dev/vda` and hands over to
+/// systemd.
+pub const HOST_APPEND: &str = "console=ttyS1 panic=-1 memweight_lab=1 rdinit=/init \
+                               root=/dev/vda rw loglevel=4 net.ifnames=0";
 
 /// Boots and calls `on_line` for every console line until QEMU exits or the timeout fires.
 pub fn boot(spec: &Boot, mut on_line: impl FnMut(&str)) -> Result<Outcome> {
     let started = Instant::now();
-    let mut child = Command::new("qemu-system-x86_64")
-        .args(["-accel", "tcg", "-nographic", "-no-reboot"])
+    let mut cmd = Command::new("qemu-system-x86_64");
+    cmd.args(["-accel", "tcg", "-no-reboot"]);
+    match &spec.console2 {
+        None => {
+            cmd.arg("-nographic");
+        }
+        Some(path) => {
+            cmd.args(["-display", "none", "-monitor", "none", "-serial", "stdio"])
+                .arg("-serial")
+                .arg(format!("file:{}", path.display()));
+        }
+    }
+    if let Some(disk) = &spec.disk {
+        cmd.arg("-drive").arg(format!(
+            "file={},if=virtio,format=raw,snapshot=on,cache=unsafe",
+            disk.display()
+        ));
+    }
+    if let Some(qmp) = &spec.qmp {
+        cmd.args(["-device", "virtio-balloon-pci"])
+            .arg("-qmp")
+            .arg(format!("unix:{},server=on,wait=off", qmp.display()));
+    }
+    let mut child = cmd
         .arg("-m")
         .arg(spec.ram_mib.to_string())
         .arg("-smp")
@@ -59,7 +95,7 @@ pub fn boot(spec: &Boot, mut on_line: impl FnMut(&str)) -> Result<Outcome> {
         .arg("-initrd")
         .arg(&spec.initrd)
         .arg("-append")
-        .arg(APPEND)
+        .arg(&spec.append)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -114,6 +150,22 @@ pub fn boot(spec: &Boot, mut on_line: impl FnMut(&str)) -> Result<Outcome> {
         writeln!(log, "{line}").context("cannot write console.log")?;
     }
     log.flush().context("cannot write console.log")?;
+    if let Some(path) = &spec.console2 {
+        let text = std::fs::read(path).unwrap_or_default();
+        let text = String::from_utf8_lossy(&text);
+        if text.contains("Kernel panic") {
+            panicked = true;
+        }
+        tail.extend(
+            text.lines()
+                .rev()
+                .take(20)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .map(|l| format!("[console] {l}")),
+        );
+    }
     Ok(Outcome {
         timed_out,
         panicked,

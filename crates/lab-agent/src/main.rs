@@ -20,7 +20,9 @@ use anyhow::{Context, Result, bail};
 use lab_agent::frame;
 use lab_agent::kfiles;
 use lab_agent::record::{CgroupSample, Event, FileChunk, Hello, HostSample, Record, Sample};
-use lab_agent::scenario::{Action, LAB_PARENT, PRESSURE_CGROUP, Scenario, Size};
+use lab_agent::scenario::{Action, Guest, LAB_PARENT, PRESSURE_CGROUP, Scenario, Size};
+
+mod host;
 
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 const WORK_DIR: &str = "/tmp/lab";
@@ -178,11 +180,20 @@ fn run(em: &mut Emitter) -> Result<()> {
         agent: env!("CARGO_PKG_VERSION").to_owned(),
     }));
 
-    // Keep kernel messages off the console so they cannot split a record line.
-    let _ = write_file(Path::new("/proc/sys/kernel/printk"), "1");
-    load_modules()?;
-    if scenario.zram.0 > 0 {
-        setup_zram(scenario.zram)?;
+    if scenario.guest == Guest::Host {
+        // systemd set up the guest: the console (ttyS1) is not ours, records go to ttyS0.
+        let state = host::wait_system_running(Duration::from_secs(180))?;
+        em.event(0.0, "system", format!("systemd: {state}"), true);
+        if scenario.zram.0 > 0 {
+            host::wait_zram_swap(Duration::from_secs(30))?;
+        }
+    } else {
+        // Keep kernel messages off the console so they cannot split a record line.
+        let _ = write_file(Path::new("/proc/sys/kernel/printk"), "1");
+        load_modules()?;
+        if scenario.zram.0 > 0 {
+            setup_zram(scenario.zram)?;
+        }
     }
     let mut lab = Lab::setup(&scenario, em)?;
     let outcome = lab.run_loop(&scenario, em);
@@ -243,18 +254,25 @@ struct Workload {
     dir: PathBuf,
     child: Option<Child>,
     removed: bool,
+    /// Host guest: where podman writes the container id, until the cgroup is known.
+    cidfile: Option<PathBuf>,
 }
 
 struct PendingCommand {
-    index: usize,
+    /// File name under `commands/` (without `.txt`).
+    file: String,
+    /// Event kind: `command`, `assert`, `install`, `stop-daemon`, `remove-cgroup`.
+    kind: &'static str,
     run: String,
     started: Instant,
     at: f64,
     child: Child,
     output: PathBuf,
+    timeout: Duration,
 }
 
 struct Lab {
+    host: bool,
     t0: Instant,
     lab_dir: PathBuf,
     pressure_dir: PathBuf,
@@ -272,6 +290,9 @@ struct Lab {
 
 impl Lab {
     fn setup(scenario: &Scenario, em: &mut Emitter) -> Result<Lab> {
+        if scenario.guest == Guest::Host {
+            return Ok(Lab::setup_host(scenario));
+        }
         let root = Path::new(CGROUP_ROOT);
         write_file(&root.join("cgroup.subtree_control"), "+memory")
             .context("is cgroup2 mounted on /sys/fs/cgroup?")?;
@@ -305,6 +326,7 @@ impl Lab {
                 dir,
                 child: None,
                 removed: false,
+                cidfile: None,
             });
         }
         if scenario.daemon.enabled {
@@ -316,6 +338,7 @@ impl Lab {
             fs::create_dir_all("/var/lib/memweight").context("cannot create the state dir")?;
         }
         Ok(Lab {
+            host: false,
             t0: Instant::now(),
             lab_dir,
             pressure_dir,
@@ -330,6 +353,75 @@ impl Lab {
             commands: Vec::new(),
             command_files: Vec::new(),
         })
+    }
+
+    /// The host guest: containers are made by podman when they start, the daemon by the
+    /// README's install steps; nothing to create up front.
+    fn setup_host(scenario: &Scenario) -> Lab {
+        let workloads = scenario
+            .cgroups
+            .iter()
+            .map(|c| Workload {
+                name: c.name.clone(),
+                // Unknown until podman names the container; sampled as absent until then.
+                dir: PathBuf::from(format!("/sys/fs/cgroup/machine.slice/pending-{}", c.name)),
+                child: None,
+                removed: false,
+                cidfile: Some(Path::new(WORK_DIR).join(format!("{}.cid", c.name))),
+            })
+            .collect();
+        Lab {
+            host: true,
+            t0: Instant::now(),
+            lab_dir: PathBuf::from("/sys/fs/cgroup/machine.slice"),
+            pressure_dir: PathBuf::from(host::PRESSURE_SCOPE),
+            workloads,
+            weights: scenario.cgroups.iter().map(|c| c.weight).collect(),
+            ops: Arc::new(Mutex::new(HashMap::new())),
+            hog: None,
+            pressure_size: 0,
+            daemon: None,
+            daemon_enabled: scenario.daemon.enabled,
+            daemon_stopping: false,
+            commands: Vec::new(),
+            command_files: Vec::new(),
+        }
+    }
+
+    /// Host guest: finds the cgroups of containers whose id podman has written, and applies
+    /// the scenario's initial limits to them once.
+    fn resolve_containers(&mut self, scenario: &Scenario, em: &mut Emitter) {
+        let t = self.now();
+        for (w, spec) in self.workloads.iter_mut().zip(&scenario.cgroups) {
+            let Some(cidfile) = &w.cidfile else { continue };
+            let Some(text) = read(cidfile) else { continue };
+            let Some(cid) = host::parse_cid(&text) else {
+                continue;
+            };
+            let dir = host::container_cgroup(cid);
+            if !dir.exists() {
+                continue;
+            }
+            let mut problems = Vec::new();
+            if let Some(high) = spec.initial_high
+                && let Err(e) = write_file(&dir.join("memory.high"), &high.to_string())
+            {
+                problems.push(format!("{e:#}"));
+            }
+            if let Some(low) = spec.initial_low
+                && let Err(e) = write_file(&dir.join("memory.low"), &low.0.to_string())
+            {
+                problems.push(format!("{e:#}"));
+            }
+            em.event(
+                t,
+                "container",
+                format!("{}: {cid} {}{}", w.name, dir.display(), problems.join("; ")),
+                problems.is_empty(),
+            );
+            w.dir = dir;
+            w.cidfile = None;
+        }
     }
 
     fn now(&self) -> f64 {
@@ -347,7 +439,7 @@ impl Lab {
             }
             for (i, c) in scenario.cgroups.iter().enumerate() {
                 if c.start == tick {
-                    self.start_workload(i, &c.argv(), em)?;
+                    self.start_workload(i, &c.argv(), Some(&c.labels), em)?;
                 }
             }
             if scenario.daemon.enabled && scenario.daemon.start == tick {
@@ -366,7 +458,11 @@ impl Lab {
                     continue;
                 }
                 match (&cmd.run, cmd.action) {
-                    (Some(line), _) => self.start_command(index, line, em),
+                    (Some(line), _) => {
+                        let kind = if cmd.assert { "assert" } else { "command" };
+                        let file = format!("{index:02}-{}", slug(line));
+                        self.start_command(file, kind, line, COMMAND_TIMEOUT, em);
+                    }
                     (None, Some(Action::StopDaemon)) => self.stop_daemon(em),
                     (None, Some(Action::RemoveCgroup)) => {
                         if let Some(name) = &cmd.cgroup {
@@ -375,6 +471,9 @@ impl Lab {
                     }
                     (None, None) => {}
                 }
+            }
+            if self.host {
+                self.resolve_containers(scenario, em);
             }
             self.poll_children(em);
             let sample = self.sample();
@@ -405,7 +504,13 @@ impl Lab {
             .with_context(|| format!("cannot start {program} in {}", dir.display()))
     }
 
-    fn start_workload(&mut self, index: usize, argv: &[String], em: &mut Emitter) -> Result<()> {
+    fn start_workload(
+        &mut self,
+        index: usize,
+        argv: &[String],
+        labels: Option<&std::collections::BTreeMap<String, String>>,
+        em: &mut Emitter,
+    ) -> Result<()> {
         let Some(w) = self.workloads.get_mut(index) else {
             return Ok(());
         };
@@ -415,7 +520,14 @@ impl Lab {
         let log = Path::new(WORK_DIR).join(format!("workload-{}.stderr", w.name));
         let dir = w.dir.clone();
         let name = w.name.clone();
-        let mut child = self.start_in_cgroup(&dir, argv, &log)?;
+        let mut child = match &w.cidfile {
+            Some(cidfile) => {
+                let labels = labels.cloned().unwrap_or_default();
+                let argv = host::podman_run_argv(&name, &labels, argv, cidfile);
+                start_logged(&argv, &log)?
+            }
+            None => self.start_in_cgroup(&dir, argv, &log)?,
+        };
         if let Some(stdout) = child.stdout.take() {
             let ops = Arc::clone(&self.ops);
             let name = name.clone();
@@ -444,6 +556,23 @@ impl Lab {
     }
 
     fn start_daemon(&mut self, em: &mut Emitter) -> Result<()> {
+        if self.host {
+            // Exactly the README's install steps (extracted by the host), run as a shell
+            // script in a copy of the repository's layout; they end in `systemctl enable --now`.
+            let line = format!(
+                "cd {} && sh -ex {}",
+                host::repo_dir().display(),
+                host::install_script().display()
+            );
+            self.start_command(
+                "install".into(),
+                "assert",
+                &line,
+                Duration::from_secs(120),
+                em,
+            );
+            return Ok(());
+        }
         let log_path = Path::new(WORK_DIR).join("daemon.log");
         let log = File::create(&log_path)
             .with_context(|| format!("cannot create {}", log_path.display()))?;
@@ -472,7 +601,12 @@ impl Lab {
     fn start_pressure(&mut self, argv: &[String], em: &mut Emitter) {
         let log = Path::new(WORK_DIR).join("pressure.stderr");
         let t = self.now();
-        match self.start_in_cgroup(&self.pressure_dir, argv, &log) {
+        let started = if self.host {
+            start_logged(&host::pressure_argv(argv), &log)
+        } else {
+            self.start_in_cgroup(&self.pressure_dir, argv, &log)
+        };
+        match started {
             Ok(mut child) => {
                 // The hog's per-second lines are not needed; drain them so it never blocks.
                 if let Some(stdout) = child.stdout.take() {
@@ -507,8 +641,15 @@ impl Lab {
         em.event(t, "pressure", detail, alive);
     }
 
-    fn start_command(&mut self, index: usize, line: &str, em: &mut Emitter) {
-        let output = Path::new(WORK_DIR).join(format!("cmd-{index:02}.txt"));
+    fn start_command(
+        &mut self,
+        file: String,
+        kind: &'static str,
+        line: &str,
+        timeout: Duration,
+        em: &mut Emitter,
+    ) {
+        let output = Path::new(WORK_DIR).join(format!("cmd-{file}.txt"));
         let t = self.now();
         let spawned = File::create(&output).and_then(|f| {
             let f2 = f.try_clone()?;
@@ -519,6 +660,9 @@ impl Lab {
                 .stdin(Stdio::null())
                 .stdout(f)
                 .stderr(f2);
+            for w in &self.workloads {
+                cmd.env(host::cgroup_env_name(&w.name), &w.dir);
+            }
             if let Some(d) = &self.daemon {
                 cmd.env("MEMWEIGHTD_PID", d.id().to_string());
             }
@@ -526,18 +670,31 @@ impl Lab {
         });
         match spawned {
             Ok(child) => self.commands.push(PendingCommand {
-                index,
+                file,
+                kind,
                 run: line.to_owned(),
                 started: Instant::now(),
                 at: t,
                 child,
                 output,
+                timeout,
             }),
-            Err(e) => em.event(t, "command", format!("{line}: cannot start: {e}"), false),
+            Err(e) => em.event(t, kind, format!("{line}: cannot start: {e}"), false),
         }
     }
 
     fn stop_daemon(&mut self, em: &mut Emitter) {
+        if self.host {
+            self.daemon_stopping = true;
+            self.start_command(
+                "stop-daemon".into(),
+                "stop-daemon",
+                "systemctl stop memweightd.service",
+                Duration::from_secs(60),
+                em,
+            );
+            return;
+        }
         let t = self.now();
         let Some(d) = &self.daemon else {
             em.event(t, "stop-daemon", "memweightd is not running", false);
@@ -559,6 +716,18 @@ impl Lab {
             return;
         };
         w.removed = true;
+        if self.host {
+            // The operator's way: podman stops the container and systemd removes its scope.
+            let line = format!("podman rm -f -t 2 {name}");
+            self.start_command(
+                format!("remove-{name}"),
+                "remove-cgroup",
+                &line,
+                Duration::from_secs(60),
+                em,
+            );
+            return;
+        }
         // cgroup.kill takes every process in the cgroup, including the workload's children.
         let _ = write_file(&w.dir.join("cgroup.kill"), "1");
         if let Some(mut child) = w.child.take() {
@@ -616,21 +785,24 @@ impl Lab {
             let pending = &mut self.commands[i];
             let finished = match pending.child.try_wait() {
                 Ok(Some(status)) => Some((describe(status), status.success())),
-                Ok(None) if pending.started.elapsed() > COMMAND_TIMEOUT => {
+                Ok(None) if pending.started.elapsed() > pending.timeout => {
                     let _ = pending.child.kill();
                     let _ = pending.child.wait();
-                    Some(("killed after 20 s".to_owned(), false))
+                    Some((
+                        format!("killed after {} s", pending.timeout.as_secs()),
+                        false,
+                    ))
                 }
                 Ok(None) => None,
                 Err(e) => Some((format!("cannot wait: {e}"), false)),
             };
             if let Some((how, ok)) = finished {
                 let done = self.commands.swap_remove(i);
-                em.event(t, "command", format!("{} -> {how}", done.run), ok);
+                em.event(t, done.kind, format!("{} -> {how}", done.run), ok);
                 let mut text = format!("$ {}\n# at t={:.1}s, {how}\n", done.run, done.at);
                 text.push_str(&read(&done.output).unwrap_or_default());
-                let name = format!("commands/{:02}-{}.txt", done.index, slug(&done.run));
-                let path = Path::new(WORK_DIR).join(format!("cmd-{:02}.out", done.index));
+                let name = format!("commands/{}.txt", done.file);
+                let path = Path::new(WORK_DIR).join(format!("cmd-{}.out", done.file));
                 if fs::write(&path, text).is_ok() {
                     self.command_files.push((name, path));
                 }
@@ -676,11 +848,37 @@ impl Lab {
             pressure_size: self.pressure_size,
             pressure_current: read(&self.pressure_dir.join("memory.current"))
                 .and_then(|s| kfiles::single_u64(&s)),
-            daemon_alive: self.daemon_enabled.then_some(self.daemon.is_some()),
+            daemon_alive: self.daemon_enabled.then(|| {
+                if self.host {
+                    host::daemon_alive()
+                } else {
+                    self.daemon.is_some()
+                }
+            }),
         }
     }
 
     fn shutdown(&mut self, em: &mut Emitter) {
+        if self.host {
+            // The workloads first (cgroup.kill ends a container at once), so that collecting
+            // the results does not crawl under the pressure they make.
+            for w in &mut self.workloads {
+                let _ = write_file(&w.dir.join("cgroup.kill"), "1");
+            }
+            if self.daemon_enabled && host::daemon_alive() {
+                let out = host::output_within(
+                    Duration::from_secs(60),
+                    "systemctl",
+                    &["stop", "memweightd.service"],
+                );
+                em.event(
+                    self.now(),
+                    "daemon-exit",
+                    format!("at the end: systemctl stop {}", out.trim()),
+                    true,
+                );
+            }
+        }
         if let Some(mut d) = self.daemon.take() {
             let pid = d.id().to_string();
             let _ = run_quiet("kill", &["-TERM", &pid]);
@@ -728,7 +926,26 @@ impl Lab {
 
     fn emit_files(&self, em: &mut Emitter) {
         let work = Path::new(WORK_DIR);
-        if self.daemon_enabled {
+        if self.host {
+            let journal = host::journal();
+            em.file("journal.txt", &journal);
+            if self.daemon_enabled {
+                em.file("daemon.log", &journal);
+                em.file(
+                    "daemon.toml",
+                    &read(Path::new("/etc/memweight/memweight.toml")).unwrap_or_default(),
+                );
+            }
+            let mut containers = host::output_within(
+                Duration::from_secs(60),
+                "podman",
+                &["ps", "-a", "--format", "{{.ID}} {{.Names}} {{.Labels}}"],
+            );
+            for w in &self.workloads {
+                containers.push_str(&format!("{} {}\n", w.name, w.dir.display()));
+            }
+            em.file("containers.txt", &containers);
+        } else if self.daemon_enabled {
             em.file(
                 "daemon.log",
                 &read(&work.join("daemon.log")).unwrap_or_default(),
@@ -750,6 +967,22 @@ impl Lab {
             &read(&work.join("pressure.stderr")).unwrap_or_default(),
         );
     }
+}
+
+/// Starts `argv` with stdout piped and stderr to `log` (host guest: podman, systemd-run).
+fn start_logged(argv: &[String], log: &Path) -> Result<Child> {
+    let Some((program, args)) = argv.split_first() else {
+        bail!("empty argv");
+    };
+    let stderr = File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+    Command::new(program)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .with_context(|| format!("cannot start {program}"))
 }
 
 fn mkdir(dir: &Path) -> Result<()> {

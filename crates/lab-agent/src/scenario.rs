@@ -185,6 +185,20 @@ fn default_weight() -> u32 {
     100
 }
 
+/// Which guest a scenario boots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Guest {
+    /// A busybox initramfs: the agent is PID 1's child, makes the cgroups itself under
+    /// `/sys/fs/cgroup/lab/` and starts memweightd as its own child.
+    #[default]
+    Busybox,
+    /// A Debian container host on an ext4 disk: systemd as PID 1, podman containers in
+    /// `machine.slice/libpod-<id>.scope`, memweightd installed by the README's steps and run
+    /// by its systemd unit, pressure from the guest and from QEMU's virtio-balloon.
+    Host,
+}
+
 /// A whole scenario file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -204,6 +218,9 @@ pub struct Scenario {
     /// Kernel booted unless `--kernel` overrides it.
     #[serde(default)]
     pub kernel: Kernel,
+    /// The guest: `busybox` (default) or `host` (systemd + podman on a disk).
+    #[serde(default)]
+    pub guest: Guest,
     /// Seconds the scenario runs once the workloads are started.
     pub duration: u64,
     /// Managed cgroups, created under `/sys/fs/cgroup/lab/`.
@@ -212,6 +229,10 @@ pub struct Scenario {
     /// External pressure steps.
     #[serde(default, rename = "pressure")]
     pub pressure: Vec<PressureStep>,
+    /// virtio-balloon steps (host guest only): from `at` on, the balloon holds `size` of the
+    /// guest's RAM (the host drives QEMU over QMP).
+    #[serde(default, rename = "balloon")]
+    pub balloon: Vec<PressureStep>,
     /// memweightd on/off and its configuration.
     #[serde(default)]
     pub daemon: DaemonSpec,
@@ -264,6 +285,9 @@ pub struct CgroupSpec {
     /// `memory.low` written before anything starts.
     #[serde(default)]
     pub initial_low: Option<Size>,
+    /// Container labels (host guest: `podman run --label KEY=VALUE`).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
 }
 
 impl CgroupSpec {
@@ -341,6 +365,9 @@ pub struct CommandSpec {
     /// Cgroup name the action applies to.
     #[serde(default)]
     pub cgroup: Option<String>,
+    /// The shell line is an assertion: it must exit 0 (judged by the `asserts-ok` check).
+    #[serde(default)]
+    pub assert: bool,
 }
 
 /// An assertion on the results, evaluated by the host.
@@ -399,6 +426,9 @@ pub enum Check {
     /// The daemon was running in every sample until `until` (default: until a stop action, or
     /// the end).
     DaemonAlive {
+        /// First second at which it must run (default: the daemon's `start`).
+        #[serde(default)]
+        from: Option<u64>,
         /// Last second at which it must still run.
         #[serde(default)]
         until: Option<u64>,
@@ -409,6 +439,16 @@ pub enum Check {
     DaemonLogClean,
     /// Every built-in action and pressure step succeeded (shell commands are not judged).
     ActionsOk,
+    /// Every `assert = true` command ran and exited 0 (host guest: the README install too).
+    AssertsOk,
+}
+
+fn step_at(steps: &[PressureStep], t: u64) -> u64 {
+    steps
+        .iter()
+        .filter(|p| p.at <= t)
+        .max_by_key(|p| p.at)
+        .map_or(0, |p| p.size.0)
 }
 
 impl Scenario {
@@ -429,11 +469,13 @@ impl Scenario {
         self.cgroups.iter().find(|c| c.name == name)
     }
 
-    /// Pressure phases as `(start, end)` seconds: `[0, first step)`, then one per step.
+    /// Pressure phases as `(start, end)` seconds: `[0, first step)`, then one per step (of
+    /// the in-guest pressure or the balloon).
     pub fn phases(&self) -> Vec<(u64, u64)> {
         let mut bounds: Vec<u64> = self
             .pressure
             .iter()
+            .chain(&self.balloon)
             .map(|p| p.at)
             .filter(|&a| a > 0 && a < self.duration)
             .collect();
@@ -459,11 +501,12 @@ impl Scenario {
 
     /// The pressure size in force at second `t`.
     pub fn pressure_at(&self, t: u64) -> u64 {
-        self.pressure
-            .iter()
-            .filter(|p| p.at <= t)
-            .max_by_key(|p| p.at)
-            .map_or(0, |p| p.size.0)
+        step_at(&self.pressure, t)
+    }
+
+    /// The balloon size in force at second `t`.
+    pub fn balloon_at(&self, t: u64) -> u64 {
+        step_at(&self.balloon, t)
     }
 
     /// argv of the one pressure process that follows every step (`hog --schedule`), started
@@ -505,6 +548,31 @@ impl Scenario {
         if self.ram.0 < (128 << 20) {
             return bad(format!("ram {} is below the 128M a guest needs", self.ram));
         }
+        if self.guest == Guest::Busybox {
+            if !self.balloon.is_empty() {
+                return bad(
+                    "[[balloon]] needs guest = \"host\" (the busybox guest has no \
+                            balloon device)"
+                        .into(),
+                );
+            }
+            if let Some(c) = self.cgroups.iter().find(|c| !c.labels.is_empty()) {
+                return bad(format!(
+                    "cgroup {:?}: labels need guest = \"host\" (they are container labels)",
+                    c.name
+                ));
+            }
+        }
+        if let Some(b) = self
+            .balloon
+            .iter()
+            .find(|b| b.size.0 + (256 << 20) > self.ram.0)
+        {
+            return bad(format!(
+                "balloon at {}s takes {} of {} RAM: leave the guest at least 256M",
+                b.at, b.size, self.ram
+            ));
+        }
         let mut seen = std::collections::BTreeSet::new();
         for c in &self.cgroups {
             if c.name.is_empty()
@@ -539,6 +607,12 @@ impl Scenario {
         for cmd in &self.commands {
             match (&cmd.run, cmd.action) {
                 (Some(_), None) => {}
+                (None, Some(_)) if cmd.assert => {
+                    return bad(format!(
+                        "command at {}s: `assert` goes with `run`, not with an action",
+                        cmd.at
+                    ));
+                }
                 (None, Some(Action::StopDaemon)) => {
                     if !self.daemon.enabled {
                         return bad(format!(

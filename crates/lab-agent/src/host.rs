@@ -1,0 +1,258 @@
+//! The host guest's side of the agent (`guest = "host"`): podman containers instead of
+//! hand-made cgroups, a `systemd-run` scope for the in-guest pressure, memweightd installed by
+//! the README's steps and run by its systemd unit, and the journal as the daemon's log.
+//!
+//! Everything here shells out to the real tools (podman, systemctl, systemd-run, journalctl):
+//! the point of the host guest is to exercise them, not to imitate them.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+
+/// Where the initramfs puts the run's payload (binaries, scenario, the repo files the README's
+/// install steps use).
+pub const PAYLOAD: &str = "/opt/memweight-lab";
+/// The containers' root file system (Debian with redis-server, built with the image).
+pub const CONTAINER_ROOT: &str = "/srv/ctr";
+/// memweightd's cgroup when systemd runs it.
+pub const DAEMON_CGROUP: &str = "/sys/fs/cgroup/system.slice/memweightd.service";
+/// The transient scope of the in-guest pressure process.
+pub const PRESSURE_SCOPE: &str = "/sys/fs/cgroup/system.slice/lab-pressure.scope";
+/// The workload program inside the containers (bind-mounted read-only from the payload).
+const WORKLOAD_IN_CONTAINER: &str = "/usr/local/bin/memweight-workload";
+
+/// The README's install steps as extracted by the host (`cargo xtask lab`).
+pub fn install_script() -> PathBuf {
+    Path::new(PAYLOAD).join("install.sh")
+}
+
+/// The directory the install steps run in (it mirrors the repository's layout).
+pub fn repo_dir() -> PathBuf {
+    Path::new(PAYLOAD).join("repo")
+}
+
+/// `podman run` for one scenario cgroup: attached (its stdout is the workload's), removed on
+/// exit, host network, the image-less root file system, labels, and the container id written
+/// to `cidfile` so the agent finds its cgroup.
+pub fn podman_run_argv(
+    name: &str,
+    labels: &BTreeMap<String, String>,
+    argv: &[String],
+    cidfile: &Path,
+) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "podman",
+        "run",
+        "--rm",
+        "--name",
+        name,
+        "--network",
+        "host",
+        "--cidfile",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    v.push(cidfile.display().to_string());
+    for (k, val) in labels {
+        v.push("--label".into());
+        v.push(format!("{k}={val}"));
+    }
+    let workload = Path::new(PAYLOAD).join("bin/memweight-workload");
+    v.push("-v".into());
+    v.push(format!("{}:{WORKLOAD_IN_CONTAINER}:ro", workload.display()));
+    v.push("--rootfs".into());
+    v.push(CONTAINER_ROOT.into());
+    let mut args = argv.iter();
+    if let Some(program) = args.next() {
+        // The workload program is mounted at a fixed path; anything else runs as named.
+        if program == "memweight-workload" {
+            v.push(WORKLOAD_IN_CONTAINER.into());
+        } else {
+            v.push(program.clone());
+        }
+    }
+    v.extend(args.cloned());
+    v
+}
+
+/// A container id as podman writes it to `--cidfile`: 64 lowercase hex digits.
+pub fn parse_cid(text: &str) -> Option<&str> {
+    let id = text.trim();
+    (id.len() == 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()))
+    .then_some(id)
+}
+
+/// The cgroup podman's systemd cgroup manager gives a container.
+pub fn container_cgroup(cid: &str) -> PathBuf {
+    Path::new("/sys/fs/cgroup/machine.slice").join(format!("libpod-{cid}.scope"))
+}
+
+/// Whether systemd's memweightd.service has a process.
+pub fn daemon_alive() -> bool {
+    fs::read_to_string(Path::new(DAEMON_CGROUP).join("cgroup.procs"))
+        .is_ok_and(|s| !s.trim().is_empty())
+}
+
+/// The in-guest pressure process in its own transient scope that may not swap.
+pub fn pressure_argv(argv: &[String]) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "systemd-run",
+        "--scope",
+        "--quiet",
+        "--unit=lab-pressure",
+        "-p",
+        "MemorySwapMax=0",
+        "--",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    v.extend(argv.iter().cloned());
+    v
+}
+
+/// Runs a command (killed after `limit` by coreutils' `timeout`) and returns its stdout
+/// (stderr appended), whatever its status.
+pub fn output_within(limit: Duration, program: &str, args: &[&str]) -> String {
+    let secs = limit.as_secs().max(1).to_string();
+    let mut all = vec![secs.as_str(), program];
+    all.extend_from_slice(args);
+    output("timeout", &all)
+}
+
+/// Runs a command and returns its stdout (stderr appended), whatever its status.
+pub fn output(program: &str, args: &[&str]) -> String {
+    match Command::new(program).args(args).output() {
+        Ok(o) => {
+            let mut text = String::from_utf8_lossy(&o.stdout).into_owned();
+            text.push_str(&String::from_utf8_lossy(&o.stderr));
+            text
+        }
+        Err(e) => format!("cannot run {program}: {e}\n"),
+    }
+}
+
+/// Waits until systemd says the system is up (`running`, or `degraded` with the failed units
+/// named) and returns its word.
+pub fn wait_system_running(limit: Duration) -> Result<String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let state = output("systemctl", &["is-system-running"]);
+        let state = state.trim().to_owned();
+        match state.as_str() {
+            "running" => return Ok(state),
+            "degraded" => {
+                let failed = output("systemctl", &["--failed", "--no-legend", "--plain"]);
+                return Ok(format!("degraded: {}", failed.trim()));
+            }
+            _ if Instant::now() > deadline => {
+                bail!("systemd is still {state:?} after {}s", limit.as_secs())
+            }
+            _ => thread::sleep(Duration::from_millis(500)),
+        }
+    }
+}
+
+/// Waits until a zram device is an active swap (set up by systemd-zram-generator).
+pub fn wait_zram_swap(limit: Duration) -> Result<()> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if fs::read_to_string("/proc/swaps").is_ok_and(|s| s.contains("/dev/zram")) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "no zram swap after {}s: see `systemctl status systemd-zram-setup@zram0` in \
+                 kernel.log",
+                limit.as_secs()
+            );
+        }
+        thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// memweightd's and its socket's journal.
+pub fn journal() -> String {
+    output_within(
+        Duration::from_secs(60),
+        "journalctl",
+        &[
+            "--no-pager",
+            "-o",
+            "short-monotonic",
+            "-u",
+            "memweightd.service",
+            "-u",
+            "memweightd.socket",
+        ],
+    )
+}
+
+/// The environment variable a command sees a scenario cgroup's directory in:
+/// `LAB_CGROUP_<NAME>` with the name upper-cased and every other character `_`.
+pub fn cgroup_env_name(name: &str) -> String {
+    let mut v = String::from("LAB_CGROUP_");
+    v.extend(name.chars().map(|c| {
+        if c.is_ascii_alphanumeric() {
+            c.to_ascii_uppercase()
+        } else {
+            '_'
+        }
+    }));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn podman_argv_mounts_the_workload_and_labels() {
+        let labels = BTreeMap::from([("memweight.weight".to_owned(), "2".to_owned())]);
+        let argv = podman_run_argv(
+            "c2",
+            &labels,
+            &["memweight-workload".into(), "random-touch".into()],
+            Path::new("/tmp/lab/c2.cid"),
+        );
+        let joined = argv.join(" ");
+        assert!(
+            joined
+                .starts_with("podman run --rm --name c2 --network host --cidfile /tmp/lab/c2.cid")
+        );
+        assert!(joined.contains("--label memweight.weight=2"));
+        assert!(joined.contains(
+            "-v /opt/memweight-lab/bin/memweight-workload:/usr/local/bin/memweight-workload:ro"
+        ));
+        assert!(
+            joined.ends_with("--rootfs /srv/ctr /usr/local/bin/memweight-workload random-touch")
+        );
+    }
+
+    #[test]
+    fn cids_are_64_lowercase_hex() {
+        let id = "a".repeat(64);
+        assert_eq!(parse_cid(&format!("{id}\n")), Some(id.as_str()));
+        assert_eq!(parse_cid("abc"), None);
+        assert_eq!(parse_cid(&"A".repeat(64)), None);
+        assert_eq!(parse_cid(&"g".repeat(64)), None);
+        assert_eq!(
+            container_cgroup(&id),
+            PathBuf::from(format!("/sys/fs/cgroup/machine.slice/libpod-{id}.scope"))
+        );
+    }
+
+    #[test]
+    fn env_names_are_shell_safe() {
+        assert_eq!(cgroup_env_name("redis-low.1"), "LAB_CGROUP_REDIS_LOW_1");
+    }
+}
