@@ -222,6 +222,20 @@ pub struct Values {
     pub max: Option<u64>,
 }
 
+/// Weight, floor and ceiling as a container's labels set them; each may be absent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabelValues {
+    /// `memweight.weight`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+    /// `memweight.min`, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<u64>,
+    /// `memweight.max`, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u64>,
+}
+
 /// The pool and host, as of the last tick.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pool {
