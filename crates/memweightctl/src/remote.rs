@@ -331,12 +331,12 @@ fn explain_text(e: &Explanation) -> String {
     if let Some(name) = &c.container {
         kv("container", name.clone());
     }
-    let source = match (&c.source, c.overridden) {
-        (Some(src), _) => src.to_string(),
-        (None, true) => "runtime override".to_owned(),
-        (None, false) => "config".to_owned(),
+    let weight = match (&c.source, c.overridden) {
+        (Some(src), _) => format!("{}, from {src}", c.weight),
+        (None, true) => format!("{} (runtime override)", c.weight),
+        (None, false) => format!("{} (config)", c.weight),
     };
-    kv("weight", format!("{} ({source})", c.weight));
+    kv("weight", weight);
     kv("usage (U)", human::bytes(c.usage).to_string());
     kv("expected (EA)", human::bytes(c.expected).to_string());
     kv("exceed (EX)", signed(c.exceed));
@@ -494,6 +494,32 @@ mod tests {
             }),
         })));
         assert!(text.contains(" web ") && text.contains(" label "), "{text}");
+        let mut row = status_row("machine.slice/libpod-0123.scope", false);
+        row.container = Some("web".into());
+        row.source = Some(WeightSource::Label {
+            label: "memweight.weight".into(),
+            container: "web".into(),
+        });
+        let setting = Setting {
+            cgroup: row.cgroup.clone(),
+            managed: true,
+            configured: v,
+            runtime_override: None,
+            effective: v,
+            container: Some("web".into()),
+            labels: None,
+            source: row.source.clone(),
+        };
+        let explained = table(&Reply::Explain(Box::new(Explanation {
+            status: row,
+            setting,
+            pool: pool(),
+        })));
+        assert!(explained.contains("container       web\n"), "{explained}");
+        assert!(
+            explained.contains("weight          3, from label memweight.weight on container web\n"),
+            "{explained}"
+        );
         assert!(
             text.contains("weight from label memweight.weight on container web"),
             "{text}"
@@ -548,6 +574,7 @@ mod tests {
             pool: pool(),
         })));
         assert!(text.contains("exceed (EX)     -10 MiB"), "{text}");
+        assert!(text.contains("weight          3 (config)\n"), "{text}");
         assert!(
             text.contains("why:\n  weight 3 (from the configuration)"),
             "{text}"

@@ -471,6 +471,25 @@ pub fn target(ctl: &Controller, arg: &str, root: &str) -> Result<String, ErrorRe
     }
     match ctl.find_container(name) {
         Found::Managed(p) => Ok(p),
+        Found::Unmanaged { name, id }
+            if [
+                format!("machine.slice/libpod-{id}.scope"),
+                format!("system.slice/docker-{id}.scope"),
+            ]
+            .iter()
+            .any(|p| ctl.configured(p).is_some()) =>
+        {
+            Err(ErrorReply::new(
+                ErrorKind::UnknownCgroup,
+                format!(
+                    "container {name} ({}) is running and a rule names its runtime's scopes, but \
+                     its cgroup is not managed yet (it was adopted at no tick so far, or it lives \
+                     elsewhere in the cgroup tree); try again in a moment, and see memweightctl \
+                     status",
+                    id.get(..12).unwrap_or(&id)
+                ),
+            ))
+        }
         Found::Unmanaged { name, id } => Err(ErrorReply::new(
             ErrorKind::NotManaged,
             format!(

@@ -168,13 +168,18 @@ impl Host {
     }
 
     fn controller(&self) -> Controller {
+        self.controller_with(
+            "[[cgroup]]\nglob = \"machine.slice/libpod-*.scope\"\nweight = 100\n\
+             [[cgroup]]\npath = \"lab/c1\"\nweight = 7\n",
+        )
+    }
+
+    fn controller_with(&self, rules: &str) -> Controller {
         let text = format!(
             "cgroup_root = {:?}\nproc_root = {:?}\nstate_dir = {:?}\ntick = \"100ms\"\n\
              max_step = \"100%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"6000M\"\n\
              [control]\nsocket = {:?}\n[metrics]\nenabled = false\n\
-             [containers]\nsocket = {:?}\nrefresh = \"100ms\"\n\
-             [[cgroup]]\nglob = \"machine.slice/libpod-*.scope\"\nweight = 100\n\
-             [[cgroup]]\npath = \"lab/c1\"\nweight = 7\n",
+             [containers]\nsocket = {:?}\nrefresh = \"100ms\"\n{rules}",
             self.dir.path().join("cg"),
             self.proc.path(),
             self.dir.path().join("state"),
@@ -632,11 +637,14 @@ async fn set_by_container_name_beats_the_label_through_the_control_socket() {
         "{}",
         e.message
     );
+    // A running container whose scope is not in the tree (yet): the podman glob would name it.
     let e = ask(&socket, set("unmanaged", 5))
         .await
-        .expect_err("no rule");
+        .expect_err("not adopted");
+    assert_eq!(e.kind, ErrorKind::UnknownCgroup);
     assert!(
-        e.message.contains("container unmanaged") && e.message.contains("[[cgroup]] rule"),
+        e.message.contains("container unmanaged (444444444444)")
+            && e.message.contains("not managed yet"),
         "{}",
         e.message
     );
@@ -645,4 +653,38 @@ async fn set_by_container_name_beats_the_label_through_the_control_socket() {
 
     server_task.abort();
     looper.abort();
+}
+
+#[tokio::test]
+async fn set_by_name_of_a_container_no_rule_manages_says_to_add_a_glob() {
+    let host = Host::new();
+    let _engine = FakeEngine::start(
+        &host.engine_socket(),
+        list(&[container(WEB, "/web", &[("memweight.weight", "2")])]),
+    );
+    let mut ctl = host.controller_with("[[cgroup]]\npath = \"lab/c1\"\nweight = 7\n");
+    for _ in 0..100 {
+        ctl.tick().await.expect("tick");
+        if ctl.container_snapshot().containers.contains_key(WEB) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(ctl.container_snapshot().containers.contains_key(WEB));
+    assert!(
+        !ctl.is_managed(&scope(WEB)),
+        "no rule names podman's scopes"
+    );
+    let out = server::handle(&mut ctl, set("web", 5), Path::new("test.toml"));
+    let ctl::Outcome::Error(e) = out else {
+        panic!("refused: {out:?}");
+    };
+    assert_eq!(e.kind, ErrorKind::NotManaged);
+    assert!(
+        e.message
+            .contains("container web (111111111111) is running")
+            && e.message.contains("machine.slice/libpod-*.scope"),
+        "{}",
+        e.message
+    );
 }
