@@ -12,6 +12,7 @@ use memweight_policy::human;
 use memweight_proto::Size;
 use memweight_proto::ctl::{
     self, CgroupStatus, Command, Explanation, Pool, Reloaded, Reply, Setting, Status, Values,
+    WeightSource,
 };
 
 use crate::client::{self, exit};
@@ -32,7 +33,8 @@ pub(crate) struct Common {
 /// `set <cgroup> <weight> [--min SIZE] [--max SIZE]`.
 #[derive(Debug, Args)]
 pub(crate) struct SetArgs {
-    /// Cgroup path relative to the cgroup root (e.g. `system.slice/db.service`).
+    /// Cgroup path relative to the cgroup root (e.g. `system.slice/db.service`), or the name,
+    /// id or id prefix (12+ digits) of a running podman or docker container.
     cgroup: String,
     /// Weight, 1..=10000.
     #[arg(allow_hyphen_values = true)]
@@ -50,7 +52,7 @@ pub(crate) struct SetArgs {
 /// Subcommands that name one cgroup.
 #[derive(Debug, Args)]
 pub(crate) struct CgroupArgs {
-    /// Cgroup path relative to the cgroup root.
+    /// Cgroup path relative to the cgroup root, or a running container's name or id.
     cgroup: String,
     #[command(flatten)]
     common: Common,
@@ -193,32 +195,37 @@ fn values_cells(v: &Values) -> [String; 3] {
 }
 
 fn setting_table(s: &Setting) -> String {
-    let mut t = Table::new(&[
-        "CGROUP",
-        "MANAGED",
-        "SOURCE",
-        "WEIGHT",
-        "MIN",
-        "MAX",
-        "CONFIGURED",
-    ]);
+    let mut header = vec!["CGROUP"];
+    if s.container.is_some() {
+        header.push("CONTAINER");
+    }
+    header.extend(["MANAGED", "SOURCE", "WEIGHT", "MIN", "MAX", "CONFIGURED"]);
+    let mut t = Table::new(&header);
     let [w, min, max] = values_cells(&s.effective);
     let [cw, cmin, cmax] = values_cells(&s.configured);
-    t.row(vec![
-        s.cgroup.clone(),
+    let source = match (&s.source, s.runtime_override.is_some()) {
+        (Some(WeightSource::Override), _) | (None, true) => "override",
+        (Some(WeightSource::Label { .. }), _) => "label",
+        (Some(WeightSource::Config { .. }), _) | (None, false) => "config",
+    };
+    let mut row = vec![s.cgroup.clone()];
+    if let Some(c) = &s.container {
+        row.push(c.clone());
+    }
+    row.extend([
         if s.managed { "yes" } else { "no" }.into(),
-        if s.runtime_override.is_some() {
-            "override"
-        } else {
-            "config"
-        }
-        .into(),
+        source.into(),
         w,
         min,
         max,
         format!("weight {cw}, min {cmin}, max {cmax}"),
     ]);
-    t.render()
+    t.row(row);
+    let mut out = t.render();
+    if let Some(src) = &s.source {
+        out.push_str(&format!("weight from {src}\n"));
+    }
+    out
 }
 
 fn pool_line(p: &Pool) -> String {
@@ -245,8 +252,12 @@ fn pool_line(p: &Pool) -> String {
 }
 
 fn status_table(s: &Status) -> String {
-    let mut t = Table::new(&[
-        "CGROUP",
+    let containers = s.cgroups.iter().any(|c| c.container.is_some());
+    let mut header = vec!["CGROUP"];
+    if containers {
+        header.push("CONTAINER");
+    }
+    header.extend([
         "WEIGHT",
         "USAGE",
         "EA",
@@ -260,10 +271,17 @@ fn status_table(s: &Status) -> String {
         "SWAP",
         "STATE",
     ]);
+    let mut t = Table::new(&header);
     let mut any_override = false;
+    let mut any_label = false;
     for c in &s.cgroups {
         any_override |= c.overridden;
-        t.row(row(c));
+        any_label |= matches!(c.source, Some(WeightSource::Label { .. }));
+        let mut cells = row(c);
+        if containers {
+            cells.insert(1, c.container.clone().unwrap_or_else(|| "-".to_owned()));
+        }
+        t.row(cells);
     }
     let mut out = pool_line(&s.pool);
     out.push('\n');
@@ -275,6 +293,9 @@ fn status_table(s: &Status) -> String {
     if any_override {
         out.push_str("* weight set at runtime (memweightctl set); `unset` returns to the config\n");
     }
+    if any_label {
+        out.push_str("+ weight from the container's memweight.weight label\n");
+    }
     out
 }
 
@@ -283,6 +304,8 @@ fn row(c: &CgroupStatus) -> Vec<String> {
         c.cgroup.clone(),
         if c.overridden {
             format!("{}*", c.weight)
+        } else if matches!(c.source, Some(WeightSource::Label { .. })) {
+            format!("{}+", c.weight)
         } else {
             c.weight.to_string()
         },
@@ -305,18 +328,15 @@ fn explain_text(e: &Explanation) -> String {
     let mut t = Table::new(&["FIELD", "VALUE"]);
     let mut kv = |k: &str, v: String| t.row(vec![k.to_owned(), v]);
     kv("cgroup", c.cgroup.clone());
-    kv(
-        "weight",
-        format!(
-            "{} ({})",
-            c.weight,
-            if c.overridden {
-                "runtime override"
-            } else {
-                "config"
-            }
-        ),
-    );
+    if let Some(name) = &c.container {
+        kv("container", name.clone());
+    }
+    let weight = match (&c.source, c.overridden) {
+        (Some(src), _) => format!("{}, from {src}", c.weight),
+        (None, true) => format!("{} (runtime override)", c.weight),
+        (None, false) => format!("{} (config)", c.weight),
+    };
+    kv("weight", weight);
     kv("usage (U)", human::bytes(c.usage).to_string());
     kv("expected (EA)", human::bytes(c.expected).to_string());
     kv("exceed (EX)", signed(c.exceed));
@@ -354,6 +374,8 @@ mod tests {
             cgroup: cgroup.into(),
             weight: 3,
             overridden,
+            container: None,
+            source: None,
             usage: 2000 << 20,
             expected: 1000 << 20,
             exceed: -(10 << 20),
@@ -426,19 +448,101 @@ mod tests {
     }
 
     #[test]
+    fn status_names_containers_and_marks_label_weights() {
+        let mut web = status_row("machine.slice/libpod-0123.scope", false);
+        web.container = Some("web".into());
+        web.source = Some(WeightSource::Label {
+            label: "memweight.weight".into(),
+            container: "web".into(),
+        });
+        let text = table(&Reply::Status(Status {
+            pool: pool(),
+            cgroups: vec![web, status_row("lab/c1", false)],
+        }));
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[4].starts_with("CGROUP"), "{text}");
+        assert!(lines[4].contains(" CONTAINER "), "{text}");
+        assert!(
+            lines[5].contains(" web ") && lines[5].contains(" 3+ "),
+            "{text}"
+        );
+        assert!(
+            lines[6].contains(" - ") && lines[6].contains(" 3 "),
+            "{text}"
+        );
+        assert!(text.contains("+ weight from the container's"), "{text}");
+    }
+
+    #[test]
+    fn setting_says_where_the_weight_comes_from() {
+        let v = Values {
+            weight: 2,
+            min: None,
+            max: None,
+        };
+        let text = table(&Reply::Setting(Box::new(Setting {
+            cgroup: "machine.slice/libpod-0123.scope".into(),
+            managed: true,
+            configured: Values { weight: 100, ..v },
+            runtime_override: None,
+            effective: v,
+            container: Some("web".into()),
+            labels: None,
+            source: Some(WeightSource::Label {
+                label: "memweight.weight".into(),
+                container: "web".into(),
+            }),
+        })));
+        assert!(text.contains(" web ") && text.contains(" label "), "{text}");
+        let mut row = status_row("machine.slice/libpod-0123.scope", false);
+        row.container = Some("web".into());
+        row.source = Some(WeightSource::Label {
+            label: "memweight.weight".into(),
+            container: "web".into(),
+        });
+        let setting = Setting {
+            cgroup: row.cgroup.clone(),
+            managed: true,
+            configured: v,
+            runtime_override: None,
+            effective: v,
+            container: Some("web".into()),
+            labels: None,
+            source: row.source.clone(),
+        };
+        let explained = table(&Reply::Explain(Box::new(Explanation {
+            status: row,
+            setting,
+            pool: pool(),
+        })));
+        assert!(explained.contains("container       web\n"), "{explained}");
+        assert!(
+            explained.contains("weight          3, from label memweight.weight on container web\n"),
+            "{explained}"
+        );
+        assert!(
+            text.contains("weight from label memweight.weight on container web"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn setting_shows_source_and_config() {
         let v = Values {
             weight: 100,
             min: None,
             max: Some(1 << 30),
         };
-        let text = table(&Reply::Setting(Setting {
+        let text = table(&Reply::Setting(Box::new(Setting {
             cgroup: "lab/c1".into(),
             managed: true,
             configured: v,
             runtime_override: Some(Values { weight: 7, ..v }),
             effective: Values { weight: 7, ..v },
-        }));
+            container: None,
+            labels: None,
+            source: None,
+        })));
         let row = text.lines().nth(1).expect("row");
         assert!(
             row.starts_with("lab/c1   yes       override   7 "),
@@ -463,10 +567,14 @@ mod tests {
                 configured: v,
                 runtime_override: None,
                 effective: v,
+                container: None,
+                labels: None,
+                source: None,
             },
             pool: pool(),
         })));
         assert!(text.contains("exceed (EX)     -10 MiB"), "{text}");
+        assert!(text.contains("weight          3 (config)\n"), "{text}");
         assert!(
             text.contains("why:\n  weight 3 (from the configuration)"),
             "{text}"

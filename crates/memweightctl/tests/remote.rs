@@ -69,6 +69,8 @@ fn status_reply() -> Reply {
             cgroup: "lab/c1".into(),
             weight: 1,
             overridden: false,
+            container: None,
+            source: None,
             usage: 2000 << 20,
             expected: 1000 << 20,
             exceed: 1000 << 20,

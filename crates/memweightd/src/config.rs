@@ -256,6 +256,37 @@ impl MetricsConfig {
     }
 }
 
+/// `[containers]`: weights from container labels, read through the Docker-compatible API
+/// that podman (`podman.socket`) and docker serve.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ContainersConfig {
+    /// Ask the container engine for names and labels.
+    pub enabled: bool,
+    /// The engine's API socket; `None` = the first of [`DEFAULT_ENGINE_SOCKETS`] that exists,
+    /// looked up again at each refresh.
+    pub socket: Option<PathBuf>,
+    /// How often the list of running containers is fetched.
+    pub refresh: Interval,
+    /// Labels read are `<prefix>weight`, `<prefix>min` and `<prefix>max`.
+    pub label_prefix: String,
+}
+
+/// Where the engine's API socket is looked for when `[containers] socket` is not set: podman
+/// (`podman.socket`), then docker.
+pub const DEFAULT_ENGINE_SOCKETS: [&str; 2] = ["/run/podman/podman.sock", "/var/run/docker.sock"];
+
+impl Default for ContainersConfig {
+    fn default() -> Self {
+        ContainersConfig {
+            enabled: true,
+            socket: None,
+            refresh: Interval(Duration::from_secs(2)),
+            label_prefix: "memweight.".to_owned(),
+        }
+    }
+}
+
 /// One `[[cgroup]]` rule: an exact path or a glob, and what to give the cgroups it names.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -309,6 +340,8 @@ pub struct Config {
     pub control: ControlConfig,
     /// `[metrics]`.
     pub metrics: MetricsConfig,
+    /// `[containers]`.
+    pub containers: ContainersConfig,
     /// `[[cgroup]]` rules, first match wins; exact paths are matched before globs.
     pub cgroup: Vec<CgroupRule>,
 }
@@ -329,6 +362,7 @@ impl Default for Config {
             capacity: CapacityConfig::default(),
             control: ControlConfig::default(),
             metrics: MetricsConfig::default(),
+            containers: ContainersConfig::default(),
             cgroup: Vec::new(),
         }
     }
@@ -364,6 +398,19 @@ impl Rules {
             .iter()
             .find(|(g, _, _)| g.is_match(rel))
             .map(|(_, _, s)| *s)
+    }
+
+    /// The first rule that names `rel`: its `path` or `glob` as written (normalised), and its
+    /// settings.
+    #[must_use]
+    pub fn rule_for(&self, rel: &str) -> Option<(&str, Settings)> {
+        if let Some((p, s)) = self.exact.iter().find(|(p, _)| p == rel) {
+            return Some((p.as_str(), *s));
+        }
+        self.globs
+            .iter()
+            .find(|(g, _, _)| g.is_match(rel))
+            .map(|(_, g, s)| (g.as_str(), *s))
     }
 
     /// How deep below the root discovery must look.
@@ -468,6 +515,39 @@ impl Config {
             self.metrics
                 .address()
                 .map_err(|m| invalid("metrics.listen".into(), m))?;
+        }
+        let c = &self.containers;
+        if c.refresh.0 < Duration::from_millis(100) || c.refresh.0 > Duration::from_secs(3600) {
+            return Err(invalid(
+                "containers.refresh".into(),
+                format!("must be between 100ms and 1h, got {:?}", c.refresh.0),
+            ));
+        }
+        if let Some(sock) = &c.socket
+            && !sock.is_absolute()
+        {
+            return Err(invalid(
+                "containers.socket".into(),
+                format!(
+                    "must be an absolute path like \"/run/podman/podman.sock\", got {:?}",
+                    sock.display().to_string()
+                ),
+            ));
+        }
+        if c.label_prefix.is_empty()
+            || c.label_prefix.len() > 200
+            || c.label_prefix
+                .chars()
+                .any(|ch| ch.is_whitespace() || ch == '=')
+        {
+            return Err(invalid(
+                "containers.label_prefix".into(),
+                format!(
+                    "must be a non-empty label prefix without spaces or `=`, like \"memweight.\", \
+                     got {:?}",
+                    c.label_prefix
+                ),
+            ));
         }
         let mut exact: Vec<(String, Settings)> = Vec::new();
         let mut globs = Vec::new();
@@ -611,6 +691,13 @@ mod tests {
             .settings_for("machine.slice/libpod-abc.scope")
             .expect("glob rule");
         assert_eq!(g.weight, DEFAULT_WEIGHT);
+        assert_eq!(
+            rules
+                .rule_for("machine.slice/libpod-abc.scope")
+                .map(|(r, _)| r),
+            Some("machine.slice/libpod-*.scope")
+        );
+        assert_eq!(rules.rule_for("lab/c1").map(|(r, _)| r), Some("lab/c1"));
         assert!(
             rules
                 .settings_for("machine.slice/x/libpod-abc.scope")
@@ -653,6 +740,22 @@ mod tests {
             ("[metrics]\nlisten = \"localhost\"", "metrics.listen"),
             ("[metrics]\nlisten = \"1.2.3.4:99999\"", "metrics.listen"),
             ("[metrics]\nenabled = \"yes\"", "enabled"),
+            ("[containers]\nrefresh = \"10ms\"", "containers.refresh"),
+            ("[containers]\nrefresh = \"later\"", "duration"),
+            (
+                "[containers]\nsocket = \"podman.sock\"",
+                "containers.socket",
+            ),
+            (
+                "[containers]\nlabel_prefix = \"\"",
+                "containers.label_prefix",
+            ),
+            (
+                "[containers]\nlabel_prefix = \"a b\"",
+                "containers.label_prefix",
+            ),
+            ("[containers]\nenabled = 1", "enabled"),
+            ("[containers]\nsockt = \"/x\"", "sockt"),
         ];
         for (text, want) in cases {
             let err = parse(text).expect_err(text).to_string();
@@ -686,6 +789,27 @@ mod tests {
         // A disabled endpoint's address is not checked.
         let (cfg, _) = parse("[metrics]\nenabled = false\nlisten = \"nowhere\"").expect("disabled");
         assert!(!cfg.metrics.enabled);
+    }
+
+    #[test]
+    fn containers_section() {
+        let (cfg, _) = parse("").expect("defaults");
+        assert!(cfg.containers.enabled);
+        assert_eq!(cfg.containers.socket, None);
+        assert_eq!(cfg.containers.refresh.0, Duration::from_secs(2));
+        assert_eq!(cfg.containers.label_prefix, "memweight.");
+        let (cfg, _) = parse(
+            "[containers]\nenabled = false\nsocket = \"/var/run/docker.sock\"\n\
+             refresh = \"500ms\"\nlabel_prefix = \"io.example.mw/\"",
+        )
+        .expect("valid");
+        assert!(!cfg.containers.enabled);
+        assert_eq!(
+            cfg.containers.socket,
+            Some(PathBuf::from("/var/run/docker.sock"))
+        );
+        assert_eq!(cfg.containers.refresh.0, Duration::from_millis(500));
+        assert_eq!(cfg.containers.label_prefix, "io.example.mw/");
     }
 
     #[test]

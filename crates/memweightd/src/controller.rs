@@ -13,12 +13,14 @@ use std::time::{Duration, Instant};
 
 use memweight_cgroupfs::{CgroupFs, CgroupSample, HostSample, Limit, ProcFs, Reclaimed, Written};
 use memweight_policy::{CgroupInput, Level, Plan};
+use memweight_proto::ctl::{LabelValues, WeightSource};
 use serde::Serialize;
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
 use crate::capacity::{self, HostView, PsiCut};
 use crate::config::{Amount, Config, Rules, Settings, nests};
+use crate::containers::{self, Containers, LabelError, Snapshot};
 use crate::decide::{self, Knobs, Observed, Originals, Writes};
 use crate::state::{Original, Override, State, StateStore};
 
@@ -47,6 +49,43 @@ struct Managed {
     settings: Settings,
     originals: Originals,
     reclaim_supported: bool,
+}
+
+/// How one cgroup's settings were put together: config rule < container label < override.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// What applies.
+    pub settings: Settings,
+    /// What the rule alone says.
+    pub configured: Settings,
+    /// The rule's `path` or `glob`.
+    pub rule: String,
+    /// The container's name, when the engine knows the cgroup.
+    pub container: Option<String>,
+    /// What the container's labels set (`None`: no `memweight.*` label, or no container).
+    pub labels: Option<LabelValues>,
+    /// Labels whose values were not accepted (their rule values apply).
+    pub label_errors: Vec<LabelError>,
+    /// Where the weight comes from.
+    pub source: WeightSource,
+}
+
+/// What `memweightctl set <name>` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// A managed cgroup belongs to the container: its path.
+    Managed(String),
+    /// The container runs, but no managed cgroup is its (no rule matches its scope).
+    Unmanaged {
+        /// Its name.
+        name: String,
+        /// Its id.
+        id: String,
+    },
+    /// Several containers match an id prefix.
+    Ambiguous(Vec<String>),
+    /// No running container by that name or id.
+    None,
 }
 
 /// The outcome of one cgroup's write job.
@@ -109,6 +148,8 @@ pub struct Controller {
     counters: Counters,
     last: Option<TickReport>,
     last_originals: BTreeMap<String, Originals>,
+    containers: Option<Containers>,
+    snap: Arc<Snapshot>,
 }
 
 impl Controller {
@@ -152,7 +193,46 @@ impl Controller {
             counters: Counters::default(),
             last: None,
             last_originals: BTreeMap::new(),
+            containers: None,
+            snap: Arc::new(Snapshot::default()),
         })
+    }
+
+    /// Starts reading container names and labels (`[containers]`); without it, or with
+    /// `enabled = false`, the rules and overrides alone apply. Needs a tokio runtime.
+    pub fn start_containers(&mut self) {
+        self.containers = Some(containers::spawn(self.cfg.containers.clone()));
+    }
+
+    /// The container snapshot the last tick used.
+    #[must_use]
+    pub fn container_snapshot(&self) -> &Snapshot {
+        &self.snap
+    }
+
+    /// Finds the managed cgroup of the running container named (or with id or id prefix)
+    /// `what`, in the latest snapshot.
+    #[must_use]
+    pub fn find_container(&self, what: &str) -> Found {
+        let latest = self
+            .containers
+            .as_ref()
+            .map_or_else(|| Arc::clone(&self.snap), Containers::snapshot);
+        match latest.find(what) {
+            Err(containers::Ambiguous(names)) => Found::Ambiguous(names),
+            Ok(None) => Found::None,
+            Ok(Some(c)) => self
+                .managed
+                .keys()
+                .find(|p| containers::container_id(p) == Some(c.id.as_str()))
+                .map_or_else(
+                    || Found::Unmanaged {
+                        name: c.name.clone(),
+                        id: c.id.clone(),
+                    },
+                    |p| Found::Managed(p.clone()),
+                ),
+        }
     }
 
     /// The configuration in force.
@@ -229,22 +309,86 @@ impl Controller {
         self.proc = ProcFs::new(&cfg.proc_root);
         self.cfg = cfg;
         self.rules = rules;
+        if let Some(c) = &self.containers {
+            c.reconfigure(&self.cfg.containers);
+        }
         self.warned.clear();
         Ok(())
     }
 
-    fn settings(&self, path: &str) -> Option<Settings> {
-        let mut s = self.rules.settings_for(path)?;
+    /// The settings for `path` and where they come from, if a rule names it: the rule, then
+    /// the labels of the container whose cgroup it is (as of the last tick), then the runtime
+    /// override.
+    #[must_use]
+    pub fn resolve(&self, path: &str) -> Option<Resolved> {
+        let (rule, configured) = self.rules.rule_for(path)?;
+        let mut s = configured;
+        let mut source = WeightSource::Config {
+            rule: rule.to_owned(),
+        };
+        let container = self.snap.for_cgroup(path);
+        let prefix = &self.cfg.containers.label_prefix;
+        let (labels, label_errors) = container.map_or_else(
+            || (None, Vec::new()),
+            |c| {
+                let (v, errors) = containers::parse_labels(&c.labels, prefix);
+                (Some(v), errors)
+            },
+        );
+        if let (Some(l), Some(c)) = (labels, container) {
+            if let Some(w) = l.weight {
+                s.weight = w;
+                source = WeightSource::Label {
+                    label: format!("{prefix}weight"),
+                    container: c.name.clone(),
+                };
+            }
+            if let Some(m) = l.min {
+                s.min = m;
+            }
+            if l.max.is_some() {
+                s.max = l.max;
+            }
+        }
         if let Some(ov) = self.state.overrides.get(path) {
             s.weight = ov.weight;
-            if ov.min.is_some() {
-                s.min = ov.min.unwrap_or(0);
+            source = WeightSource::Override;
+            if let Some(m) = ov.min {
+                s.min = m;
             }
             if ov.max.is_some() {
                 s.max = ov.max;
             }
         }
-        Some(s)
+        Some(Resolved {
+            settings: s,
+            configured,
+            rule: rule.to_owned(),
+            container: container.map(|c| c.name.clone()),
+            labels: labels.filter(|l| *l != LabelValues::default()),
+            label_errors,
+            source,
+        })
+    }
+
+    fn settings(&self, path: &str) -> Option<Settings> {
+        self.resolve(path).map(|r| r.settings)
+    }
+
+    /// Resolves `path` and warns once per container and bad label value.
+    fn settings_warning_labels(&mut self, path: &str) -> Option<Settings> {
+        let r = self.resolve(path)?;
+        if let (Some(name), Some(id)) = (&r.container, containers::container_id(path)) {
+            for e in &r.label_errors {
+                let key = format!("label:{id}:{}={}", e.label, e.value);
+                self.warn_once(&key, || {
+                    warn!(container = %name, cgroup = %path, label = %e.label, value = %e.value,
+                        accepted = %e.accepted,
+                        "ignoring an invalid container label; the configured value applies");
+                });
+            }
+        }
+        Some(r.settings)
     }
 
     fn persist(&mut self) -> Result<(), ControlError> {
@@ -294,7 +438,7 @@ impl Controller {
                 });
                 continue;
             }
-            if let Some(s) = self.settings(&path) {
+            if let Some(s) = self.settings_warning_labels(&path) {
                 out.push((path, s));
             }
         }
@@ -411,6 +555,9 @@ impl Controller {
         let started = Instant::now();
         self.ticks += 1;
         self.collect_jobs(Duration::ZERO).await;
+        if let Some(c) = &self.containers {
+            self.snap = c.snapshot();
+        }
 
         // Discover: adopt new cgroups, release those no longer named.
         let wanted = self.discover();
@@ -601,10 +748,13 @@ impl Controller {
                     tokio::task::spawn_blocking(move || apply(&fs, &p, writes, &stopping)),
                 );
             }
+            let resolved = self.resolve(path);
             reports.push(CgroupReport {
                 cgroup: path.clone(),
                 weight: st.weight,
                 overridden: self.state.overrides.contains_key(path),
+                container: resolved.as_ref().and_then(|r| r.container.clone()),
+                source: resolved.map(|r| r.source),
                 usage: s.current,
                 expected: d.expected,
                 exceed: d.exceed,

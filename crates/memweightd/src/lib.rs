@@ -13,6 +13,8 @@
 //! ```
 //!
 //! * [`config`]: the TOML file, validated.
+//! * [`containers`]: container names and labels from the podman/docker API, refreshed by a
+//!   background task the loop never waits on.
 //! * [`capacity`]: the pool size from host MemAvailable and PSI (pure).
 //! * [`decide`]: from the plan to control-file values under the safety rules (pure).
 //! * [`controller`]: the state owner: discovery, adoption, sampling, enforcement, restore.
@@ -22,6 +24,7 @@
 
 pub mod capacity;
 pub mod config;
+pub mod containers;
 pub mod controller;
 pub mod decide;
 pub mod metrics;

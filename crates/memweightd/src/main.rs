@@ -110,6 +110,7 @@ async fn run(
         (true, Ok(addr)) => Some(addr),
     };
     let mut ctl = Controller::new(cfg, rules).context("cannot start")?;
+    ctl.start_containers();
     let server = Server::bind(&ctl.config().control).context("cannot open the control socket")?;
     let (calls_tx, mut calls) = mpsc::channel::<Call>(16);
     let server_task = tokio::spawn(server.serve(calls_tx));

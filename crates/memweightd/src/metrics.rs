@@ -593,6 +593,8 @@ mod tests {
                     cgroup: (*p).to_owned(),
                     weight: 2,
                     overridden: false,
+                    container: None,
+                    source: None,
                     usage: 2000 << 20,
                     expected: 2000 << 20,
                     exceed: -5,

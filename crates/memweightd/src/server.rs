@@ -18,15 +18,15 @@ use std::time::Duration;
 
 use memweight_proto::ctl::{
     self, Command, ErrorKind, ErrorReply, Explanation, Outcome, Reloaded, Reply, Response, Setting,
-    Status, Values,
+    Status, Values, WeightSource,
 };
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
-use crate::config::{Config, ControlConfig};
-use crate::controller::{Controller, TickReport};
+use crate::config::{Config, ControlConfig, Settings};
+use crate::controller::{Controller, Found, TickReport};
 use crate::state::Override;
 
 /// How long a client may take to send its request line.
@@ -373,7 +373,7 @@ pub fn handle(ctl: &mut Controller, command: Command, config_path: &Path) -> Out
             weight,
             min,
             max,
-        } => ctl::normalize_cgroup(&cgroup, &root).and_then(|path| {
+        } => target(ctl, &cgroup, &root).and_then(|path| {
             ctl::check_weight(weight)?;
             require_rule(ctl, &path)?;
             if !ctl.is_managed(&path) {
@@ -387,9 +387,9 @@ pub fn handle(ctl: &mut Controller, command: Command, config_path: &Path) -> Out
                     )
                 })?;
             info!(cgroup = %path, weight, ?min, ?max, "runtime override set");
-            Ok(Reply::Setting(setting(ctl, &path)))
+            Ok(Reply::Setting(Box::new(setting(ctl, &path))))
         }),
-        Command::Unset { cgroup } => ctl::normalize_cgroup(&cgroup, &root).and_then(|path| {
+        Command::Unset { cgroup } => target(ctl, &cgroup, &root).and_then(|path| {
             if ctl.override_for(&path).is_none() {
                 require_rule(ctl, &path)?;
             }
@@ -402,11 +402,11 @@ pub fn handle(ctl: &mut Controller, command: Command, config_path: &Path) -> Out
             if had {
                 info!(cgroup = %path, "runtime override removed");
             }
-            Ok(Reply::Setting(setting(ctl, &path)))
+            Ok(Reply::Setting(Box::new(setting(ctl, &path))))
         }),
-        Command::Get { cgroup } => ctl::normalize_cgroup(&cgroup, &root).and_then(|path| {
+        Command::Get { cgroup } => target(ctl, &cgroup, &root).and_then(|path| {
             require_rule(ctl, &path)?;
-            Ok(Reply::Setting(setting(ctl, &path)))
+            Ok(Reply::Setting(Box::new(setting(ctl, &path))))
         }),
         Command::Status => last(ctl).map(|r| {
             Reply::Status(Status {
@@ -414,7 +414,7 @@ pub fn handle(ctl: &mut Controller, command: Command, config_path: &Path) -> Out
                 cgroups: r.cgroups.clone(),
             })
         }),
-        Command::Explain { cgroup } => ctl::normalize_cgroup(&cgroup, &root).and_then(|path| {
+        Command::Explain { cgroup } => target(ctl, &cgroup, &root).and_then(|path| {
             require_rule(ctl, &path)?;
             let r = last(ctl)?;
             let row = r
@@ -455,6 +455,68 @@ pub fn reload(ctl: &mut Controller, config_path: &Path) -> Result<Reloaded, Erro
     })
 }
 
+/// The cgroup a command names: a cgroup path a rule names (or one with a recorded override),
+/// else the managed cgroup of the running container with that name, id or id prefix
+/// (at least 12 hex digits). Anything else gets the path checks and errors as before.
+pub fn target(ctl: &Controller, arg: &str, root: &str) -> Result<String, ErrorReply> {
+    let path = ctl::normalize_cgroup(arg, root);
+    if let Ok(p) = &path
+        && (ctl.configured(p).is_some() || ctl.override_for(p).is_some())
+    {
+        return Ok(p.clone());
+    }
+    let name = arg.trim().trim_start_matches('/');
+    if name.is_empty() || name.contains('/') {
+        return path;
+    }
+    match ctl.find_container(name) {
+        Found::Managed(p) => Ok(p),
+        Found::Unmanaged { name, id }
+            if [
+                format!("machine.slice/libpod-{id}.scope"),
+                format!("system.slice/docker-{id}.scope"),
+            ]
+            .iter()
+            .any(|p| ctl.configured(p).is_some()) =>
+        {
+            Err(ErrorReply::new(
+                ErrorKind::UnknownCgroup,
+                format!(
+                    "container {name} ({}) is running and a rule names its runtime's scopes, but \
+                     its cgroup is not managed yet (it was adopted at no tick so far, or it lives \
+                     elsewhere in the cgroup tree); try again in a moment, and see memweightctl \
+                     status",
+                    id.get(..12).unwrap_or(&id)
+                ),
+            ))
+        }
+        Found::Unmanaged { name, id } => Err(ErrorReply::new(
+            ErrorKind::NotManaged,
+            format!(
+                "container {name} ({}) is running, but no [[cgroup]] rule names its cgroup; add a \
+                 glob such as machine.slice/libpod-*.scope (podman) or \
+                 system.slice/docker-*.scope (docker) and run memweightctl reload",
+                id.get(..12).unwrap_or(&id)
+            ),
+        )),
+        Found::Ambiguous(names) => Err(ErrorReply::new(
+            ErrorKind::BadRequest,
+            format!(
+                "{name:?} is the start of the ids of several containers ({}); give the name or \
+                 more of the id",
+                names.join(", ")
+            ),
+        )),
+        Found::None => Err(ErrorReply::new(
+            ErrorKind::NotManaged,
+            format!(
+                "no managed cgroup or running container named {name}; see memweightctl status \
+                 for the managed cgroups and their containers"
+            ),
+        )),
+    }
+}
+
 fn require_rule(ctl: &Controller, path: &str) -> Result<(), ErrorReply> {
     if ctl.configured(path).is_some() {
         Ok(())
@@ -489,27 +551,36 @@ fn last(ctl: &Controller) -> Result<&TickReport, ErrorReply> {
 }
 
 fn setting(ctl: &Controller, path: &str) -> Setting {
-    let configured = ctl.configured(path).map_or(
+    let values = |s: Settings| Values {
+        weight: s.weight,
+        min: (s.min > 0).then_some(s.min),
+        max: s.max,
+    };
+    let resolved = ctl.resolve(path);
+    let configured = resolved.as_ref().map_or(
         Values {
             weight: crate::config::DEFAULT_WEIGHT,
             min: None,
             max: None,
         },
-        |s| Values {
-            weight: s.weight,
-            min: (s.min > 0).then_some(s.min),
-            max: s.max,
-        },
+        |r| values(r.configured),
     );
     let ov = ctl.override_for(path);
-    let effective = match ov {
-        None => configured,
-        Some(o) => Values {
+    let effective = match (&resolved, ov) {
+        (Some(r), _) => values(r.settings),
+        (None, None) => configured,
+        // An override recorded for a cgroup no rule names any more.
+        (None, Some(o)) => Values {
             weight: o.weight,
             min: o.min.or(configured.min),
             max: o.max.or(configured.max),
         },
     };
+    let source = match &resolved {
+        Some(r) => Some(r.source.clone()),
+        None => ov.map(|_| WeightSource::Override),
+    };
+    let (container, labels) = resolved.map_or((None, None), |r| (r.container, r.labels));
     Setting {
         cgroup: path.to_owned(),
         managed: ctl.is_managed(path),
@@ -520,6 +591,9 @@ fn setting(ctl: &Controller, path: &str) -> Setting {
             max: o.max,
         }),
         effective,
+        container,
+        labels,
+        source,
     }
 }
 

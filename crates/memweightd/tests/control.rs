@@ -149,7 +149,7 @@ fn set(cgroup: &str, weight: u32) -> Command {
 
 fn setting(r: Result<Reply, ErrorReply>) -> Setting {
     match r {
-        Ok(Reply::Setting(s)) => s,
+        Ok(Reply::Setting(s)) => *s,
         other => panic!("expected a setting, got {other:?}"),
     }
 }

@@ -186,8 +186,9 @@ impl From<Result<Reply, ErrorReply>> for Outcome {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Reply {
-    /// `set`, `unset` and `get`: the cgroup's settings after the command.
-    Setting(Setting),
+    /// `set`, `unset` and `get`: the cgroup's settings after the command (boxed: larger than
+    /// the other replies since it names the container and the weight's source).
+    Setting(Box<Setting>),
     /// `status`.
     Status(Status),
     /// `explain` (boxed: much larger than the other replies).
@@ -209,6 +210,62 @@ pub struct Setting {
     pub runtime_override: Option<Values>,
     /// What applies from the next tick on.
     pub effective: Values,
+    /// The container whose cgroup this is, when the container engine names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// What the container's `memweight.*` labels set (absent fields: not set by a label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<LabelValues>,
+    /// Where the effective weight comes from (`None` from a daemon that does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<WeightSource>,
+}
+
+/// Weight, floor and ceiling as a container's labels set them; each may be absent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabelValues {
+    /// `memweight.weight`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+    /// `memweight.min`, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<u64>,
+    /// `memweight.max`, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u64>,
+}
+
+/// Where a cgroup's effective weight comes from; later ones win: config rule < container
+/// label < runtime override.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "from", rename_all = "kebab-case")]
+pub enum WeightSource {
+    /// A `[[cgroup]]` rule.
+    Config {
+        /// The rule's `path` or `glob`.
+        rule: String,
+    },
+    /// A container label.
+    Label {
+        /// The label, e.g. `memweight.weight`.
+        label: String,
+        /// The container's name.
+        container: String,
+    },
+    /// `memweightctl set`.
+    Override,
+}
+
+impl std::fmt::Display for WeightSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WeightSource::Config { rule } => write!(f, "config rule {rule}"),
+            WeightSource::Label { label, container } => {
+                write!(f, "label {label} on container {container}")
+            }
+            WeightSource::Override => f.write_str("runtime override (memweightctl set)"),
+        }
+    }
 }
 
 /// Weight, floor and ceiling.
@@ -266,6 +323,12 @@ pub struct CgroupStatus {
     pub weight: u32,
     /// The weight comes from a runtime override.
     pub overridden: bool,
+    /// The container whose cgroup this is, when the container engine names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// Where the weight comes from (`None` from a daemon that does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<WeightSource>,
     /// memory.current.
     pub usage: u64,
     /// EA = TU × W / TW.
@@ -336,15 +399,28 @@ impl Explanation {
         let p = &self.pool;
         let b = human::bytes;
         let mut out = Vec::new();
-        let source = if s.overridden {
-            "runtime override"
-        } else {
-            "configuration"
-        };
-        out.push(format!(
-            "weight {} (from the {source}) of total weight {}",
-            s.weight, p.total_weight
-        ));
+        let of = s
+            .container
+            .as_ref()
+            .map(|c| format!("container {c}: "))
+            .unwrap_or_default();
+        out.push(match (&s.source, s.overridden) {
+            (Some(src), _) => format!(
+                "{of}weight {} of total weight {}, from {src}",
+                s.weight, p.total_weight
+            ),
+            // A daemon from before weight sources.
+            (None, overridden) => format!(
+                "{of}weight {} (from the {}) of total weight {}",
+                s.weight,
+                if overridden {
+                    "runtime override"
+                } else {
+                    "configuration"
+                },
+                p.total_weight
+            ),
+        });
         out.push(format!(
             "pool capacity {} for total usage {}: {}",
             b(p.capacity),
@@ -770,6 +846,8 @@ mod tests {
             cgroup: "lab/c1".into(),
             weight: 1,
             overridden: true,
+            container: None,
+            source: None,
             usage: 2000 << 20,
             expected: 1000 << 20,
             exceed: 1000 << 20,
@@ -821,13 +899,23 @@ mod tests {
             max: Some(1 << 30),
         };
         let replies = [
-            Reply::Setting(Setting {
+            Reply::Setting(Box::new(Setting {
                 cgroup: "lab/c1".into(),
                 managed: true,
                 configured: v,
                 runtime_override: None,
                 effective: v,
-            }),
+                container: Some("web".into()),
+                labels: Some(LabelValues {
+                    weight: Some(5),
+                    min: None,
+                    max: None,
+                }),
+                source: Some(WeightSource::Label {
+                    label: "memweight.weight".into(),
+                    container: "web".into(),
+                }),
+            })),
             Reply::Status(Status {
                 pool: sample_pool(),
                 cgroups: vec![sample_status()],
@@ -870,6 +958,9 @@ mod tests {
                     min: None,
                     max: None,
                 },
+                container: None,
+                labels: None,
+                source: None,
             },
             pool: sample_pool(),
         };
@@ -887,5 +978,56 @@ mod tests {
         let text = quiet.narrative().join("\n");
         assert!(text.contains("500 MiB below"), "{text}");
         assert!(text.contains("no writes this tick"), "{text}");
+        let mut labelled = e.clone();
+        labelled.status.container = Some("web".into());
+        labelled.status.source = Some(WeightSource::Label {
+            label: "memweight.weight".into(),
+            container: "web".into(),
+        });
+        let text = labelled.narrative().join("\n");
+        assert!(
+            text.contains(
+                "container web: weight 1 of total weight 6, from label memweight.weight on container web"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn weight_sources_read_as_sentences() {
+        let rule = WeightSource::Config {
+            rule: "machine.slice/libpod-*.scope".into(),
+        };
+        assert_eq!(rule.to_string(), "config rule machine.slice/libpod-*.scope");
+        assert_eq!(
+            WeightSource::Override.to_string(),
+            "runtime override (memweightctl set)"
+        );
+        assert_eq!(
+            serde_json::to_string(&rule).expect("encodes"),
+            "{\"from\":\"config\",\"rule\":\"machine.slice/libpod-*.scope\"}"
+        );
+    }
+
+    /// A daemon from before container labels sends rows without `container` and `source`;
+    /// this client must still read them, and an older client ignores the new fields.
+    #[test]
+    fn status_rows_without_container_fields_still_parse() {
+        let mut row = serde_json::to_value(sample_status()).expect("encodes");
+        let obj = row.as_object_mut().expect("an object");
+        assert!(!obj.contains_key("container") && !obj.contains_key("source"));
+        obj.remove("container");
+        let back: CgroupStatus = serde_json::from_value(row).expect("old row parses");
+        assert_eq!(back, sample_status());
+        let mut with = sample_status();
+        with.container = Some("web".into());
+        with.source = Some(WeightSource::Override);
+        let line = serde_json::to_string(&with).expect("encodes");
+        assert!(
+            line.contains("\"source\":{\"from\":\"override\"}"),
+            "{line}"
+        );
+        let back: CgroupStatus = serde_json::from_str(&line).expect("new row parses");
+        assert_eq!(back, with);
     }
 }

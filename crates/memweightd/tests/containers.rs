@@ -1,0 +1,690 @@
+//! Container labels end to end: a fake Docker-compatible engine (a small HTTP/1.1 responder on
+//! a real Unix socket, as podman's `podman.socket` and docker serve it) in front of a fake
+//! cgroupfs tree with podman's `machine.slice/libpod-<id>.scope` cgroups, the real controller
+//! with its refresh task, and the real control socket.
+//!
+//! Each test runs on one thread, so the log lines the daemon writes (captured with a
+//! thread-local tracing subscriber) are those of this test only.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use memweight_cgroupfs::testing::{FakeCgroup, FakeProc};
+use memweight_proto::ctl::{self, Command, ErrorKind, ErrorReply, Reply, Request, WeightSource};
+use memweightd::config::Config;
+use memweightd::controller::{Controller, TickReport};
+use memweightd::server::{self, Call, Server};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixListener;
+use tokio::sync::mpsc;
+
+mod common;
+
+use common::MIB;
+
+const WEB: &str = "1111111111111111111111111111111111111111111111111111111111111111";
+const DB: &str = "2222222222222222222222222222222222222222222222222222222222222222";
+const PLAIN: &str = "3333333333333333333333333333333333333333333333333333333333333333";
+
+/// How the fake engine answers.
+#[derive(Debug, Clone)]
+enum Answer {
+    /// 200 with this JSON body.
+    Json(String),
+    /// Accepts the connection and never answers.
+    Hang,
+}
+
+/// A Docker-compatible API on a Unix socket that answers `GET /containers/json`.
+struct FakeEngine {
+    path: PathBuf,
+    answer: Arc<Mutex<Answer>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FakeEngine {
+    fn start(path: &Path, answer: Answer) -> Self {
+        let _ = std::fs::remove_file(path);
+        let listener = UnixListener::bind(path).expect("bind the fake engine socket");
+        let answer = Arc::new(Mutex::new(answer));
+        let shared = Arc::clone(&answer);
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let answer = shared.lock().expect("answer lock").clone();
+                tokio::spawn(async move {
+                    let mut request = Vec::new();
+                    let mut buf = [0_u8; 1024];
+                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => request.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&request);
+                    let body = match answer {
+                        Answer::Hang => {
+                            tokio::time::sleep(Duration::from_secs(3600)).await;
+                            return;
+                        }
+                        Answer::Json(_) if !head.starts_with("GET /containers/json ") => {
+                            "{\"message\":\"page not found\"}".to_owned()
+                        }
+                        Answer::Json(b) => b,
+                    };
+                    let status = if head.starts_with("GET /containers/json ") {
+                        "200 OK"
+                    } else {
+                        "404 Not Found"
+                    };
+                    let reply = format!(
+                        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n\
+                         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(reply.as_bytes()).await;
+                    let _ = stream.shutdown().await;
+                });
+            }
+        });
+        FakeEngine {
+            path: path.to_owned(),
+            answer,
+            task,
+        }
+    }
+
+    fn answer(&self, a: Answer) {
+        *self.answer.lock().expect("answer lock") = a;
+    }
+}
+
+impl Drop for FakeEngine {
+    fn drop(&mut self) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// One container in the engine's list; podman's compat API sometimes leaves out the `/`.
+fn container(id: &str, name: &str, labels: &[(&str, &str)]) -> String {
+    let labels: serde_json::Map<String, serde_json::Value> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), serde_json::Value::from(*v)))
+        .collect();
+    serde_json::json!({
+        "Id": id,
+        "Names": [name],
+        "Image": "localhost/test:latest",
+        "Labels": labels,
+        "State": "running",
+        "Status": "Up 2 minutes",
+    })
+    .to_string()
+}
+
+fn list(items: &[String]) -> Answer {
+    Answer::Json(format!("[{}]", items.join(",")))
+}
+
+fn scope(id: &str) -> String {
+    format!("machine.slice/libpod-{id}.scope")
+}
+
+struct Host {
+    dir: tempfile::TempDir,
+    proc: FakeProc,
+    _cgroups: Vec<FakeCgroup>,
+}
+
+impl Host {
+    /// Three podman containers' cgroups, 2000 MiB each, and `lab/c1` (not a container).
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (proc, mut cgroups) = common::seed_cgroups(dir.path());
+        for id in [WEB, DB, PLAIN] {
+            let c = FakeCgroup::new(dir.path().join("cg"), &scope(id));
+            c.set_current(2000 * MIB);
+            c.set_stat(1900 * MIB, 100 * MIB);
+            cgroups.push(c);
+        }
+        Host {
+            dir,
+            proc,
+            _cgroups: cgroups,
+        }
+    }
+
+    fn engine_socket(&self) -> PathBuf {
+        self.dir.path().join("engine.sock")
+    }
+
+    fn control_socket(&self) -> PathBuf {
+        self.dir.path().join("run").join("memweightd.sock")
+    }
+
+    fn controller(&self) -> Controller {
+        self.controller_with(
+            "[[cgroup]]\nglob = \"machine.slice/libpod-*.scope\"\nweight = 100\n\
+             [[cgroup]]\npath = \"lab/c1\"\nweight = 7\n",
+        )
+    }
+
+    fn controller_with(&self, rules: &str) -> Controller {
+        let text = format!(
+            "cgroup_root = {:?}\nproc_root = {:?}\nstate_dir = {:?}\ntick = \"100ms\"\n\
+             max_step = \"100%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"6000M\"\n\
+             [control]\nsocket = {:?}\n[metrics]\nenabled = false\n\
+             [containers]\nsocket = {:?}\nrefresh = \"100ms\"\n{rules}",
+            self.dir.path().join("cg"),
+            self.proc.path(),
+            self.dir.path().join("state"),
+            self.control_socket(),
+            self.engine_socket(),
+        );
+        let (cfg, rules) = Config::parse(&text, Path::new("test.toml")).expect("valid config");
+        let mut ctl = Controller::new(cfg, rules).expect("controller starts on the fake tree");
+        ctl.start_containers();
+        ctl
+    }
+}
+
+/// Log lines written on this thread, for checking warnings.
+#[derive(Clone, Default)]
+struct Log(Arc<Mutex<Vec<u8>>>);
+
+impl Log {
+    fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
+        let log = Log::default();
+        let sink = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("memweightd=debug"))
+            .with_writer(move || sink.clone())
+            .with_ansi(false)
+            .finish();
+        let guard = tracing::subscriber::set_default(subscriber);
+        (log, guard)
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("log lock")).into_owned()
+    }
+
+    /// Lines at `level` (e.g. ` WARN `) that contain `what`.
+    fn count(&self, level: &str, what: &str) -> usize {
+        self.text()
+            .lines()
+            .filter(|l| l.contains(level) && l.contains(what))
+            .count()
+    }
+}
+
+impl Write for Log {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("log lock").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn row<'a>(r: &'a TickReport, cgroup: &str) -> &'a ctl::CgroupStatus {
+    r.cgroups
+        .iter()
+        .find(|c| c.cgroup == cgroup)
+        .unwrap_or_else(|| panic!("{cgroup} is managed: {r:#?}"))
+}
+
+/// Ticks (letting the refresh task run in between) until `pred` holds; at most 5 s.
+async fn tick_until(ctl: &mut Controller, what: &str, pred: impl Fn(&TickReport) -> bool) {
+    for _ in 0..100 {
+        let report = ctl.tick().await.expect("tick").clone();
+        if pred(&report) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let report = ctl.tick().await.expect("tick").clone();
+    panic!("{what}: not reached within 5 s; last report {report:#?}");
+}
+
+fn label(container: &str) -> Option<WeightSource> {
+    Some(WeightSource::Label {
+        label: "memweight.weight".into(),
+        container: container.into(),
+    })
+}
+
+fn config_rule(rule: &str) -> Option<WeightSource> {
+    Some(WeightSource::Config { rule: rule.into() })
+}
+
+#[tokio::test]
+async fn label_weights_apply_and_follow_relabel_and_stop() {
+    let host = Host::new();
+    let engine = FakeEngine::start(
+        &host.engine_socket(),
+        list(&[
+            container(
+                WEB,
+                "/web",
+                &[("memweight.weight", "2"), ("memweight.min", "256M")],
+            ),
+            // podman's compat API may give names without the leading slash.
+            container(DB, "db", &[("memweight.weight", "300")]),
+            container(PLAIN, "/plain", &[("unrelated", "x")]),
+        ]),
+    );
+    let mut ctl = host.controller();
+    tick_until(&mut ctl, "label weights applied", |r| {
+        row(r, &scope(WEB)).weight == 2 && row(r, &scope(DB)).weight == 300
+    })
+    .await;
+    let r = ctl.tick().await.expect("tick").clone();
+    let web = row(&r, &scope(WEB));
+    assert_eq!(web.container.as_deref(), Some("web"));
+    assert_eq!(web.source, label("web"));
+    let resolved = ctl.resolve(&scope(WEB)).expect("a rule names it");
+    assert_eq!(
+        resolved.settings.min,
+        256 * MIB,
+        "memweight.min is the floor"
+    );
+    assert_eq!(resolved.configured.min, 0);
+    assert_eq!(row(&r, &scope(DB)).container.as_deref(), Some("db"));
+    let plain = row(&r, &scope(PLAIN));
+    assert_eq!(
+        (plain.weight, plain.container.as_deref()),
+        (100, Some("plain"))
+    );
+    assert_eq!(plain.source, config_rule("machine.slice/libpod-*.scope"));
+    let lab = row(&r, "lab/c1");
+    assert_eq!((lab.weight, lab.container.as_deref()), (7, None));
+    assert_eq!(lab.source, config_rule("lab/c1"));
+    assert_eq!(r.pool.total_weight, 2 + 300 + 100 + 7);
+
+    // Relabelled (podman cannot relabel a running container, but a recreated one with the
+    // same id in a test can): picked up within a refresh or two.
+    engine.answer(list(&[
+        container(WEB, "/web", &[("memweight.weight", "5")]),
+        container(PLAIN, "/plain", &[]),
+    ]));
+    tick_until(&mut ctl, "new label and db gone from the engine", |r| {
+        row(r, &scope(WEB)).weight == 5 && row(r, &scope(DB)).weight == 100
+    })
+    .await;
+    let r = ctl.tick().await.expect("tick").clone();
+    let db = row(&r, &scope(DB));
+    assert_eq!(db.container, None, "db is no longer listed");
+    assert_eq!(db.source, config_rule("machine.slice/libpod-*.scope"));
+    let resolved = ctl.resolve(&scope(WEB)).expect("a rule names it");
+    assert_eq!(
+        resolved.settings.min, 0,
+        "the min label went away with the relabel"
+    );
+}
+
+#[tokio::test]
+async fn invalid_label_falls_back_to_the_rule_with_one_warning() {
+    let (log, _guard) = Log::capture();
+    let host = Host::new();
+    let _engine = FakeEngine::start(
+        &host.engine_socket(),
+        list(&[
+            container(WEB, "/web", &[("memweight.weight", "heavy")]),
+            container(DB, "/db", &[("memweight.weight", "20000")]),
+            container(PLAIN, "/plain", &[("memweight.max", "1G")]),
+        ]),
+    );
+    let mut ctl = host.controller();
+    tick_until(&mut ctl, "containers named", |r| {
+        row(r, &scope(WEB)).container.is_some()
+    })
+    .await;
+    for _ in 0..5 {
+        ctl.tick().await.expect("tick");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = ctl.tick().await.expect("tick").clone();
+    for id in [WEB, DB] {
+        let c = row(&r, &scope(id));
+        assert_eq!(c.weight, 100, "the rule's weight applies: {c:?}");
+        assert_eq!(c.source, config_rule("machine.slice/libpod-*.scope"));
+    }
+    let plain = row(&r, &scope(PLAIN));
+    assert_eq!(plain.ceiling, Some(1 << 30), "a valid max label applies");
+    let warning = "ignoring an invalid container label";
+    assert_eq!(log.count(" WARN ", warning), 2, "{}", log.text());
+    let text = log.text();
+    let web = text
+        .lines()
+        .find(|l| l.contains(warning) && l.contains("container=web"))
+        .unwrap_or_else(|| panic!("a warning names the container: {text}"));
+    assert!(web.contains("label=memweight.weight"), "{web}");
+    assert!(web.contains("value=heavy"), "{web}");
+    assert!(web.contains("1..=10000"), "the accepted form: {web}");
+    assert_eq!(log.count(" ERROR ", ""), 0, "{text}");
+}
+
+#[tokio::test]
+async fn no_engine_socket_means_config_weights_and_ticks_go_on() {
+    let (log, _guard) = Log::capture();
+    let host = Host::new();
+    let mut ctl = host.controller();
+    // Several refreshes without a socket: the rules' weights, ticks keep coming.
+    for _ in 0..8 {
+        let r = ctl
+            .tick()
+            .await
+            .expect("ticks go on without an engine")
+            .clone();
+        let web = row(&r, &scope(WEB));
+        assert_eq!((web.weight, web.container.as_deref()), (100, None));
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    let hint = "systemctl enable --now podman.socket";
+    assert_eq!(
+        log.count(" WARN ", "cannot list containers"),
+        1,
+        "{}",
+        log.text()
+    );
+    assert!(log.text().contains(hint), "{}", log.text());
+    assert!(
+        log.count(" DEBUG ", "still unavailable") >= 1,
+        "{}",
+        log.text()
+    );
+    assert_eq!(log.count(" ERROR ", ""), 0, "{}", log.text());
+
+    // The engine comes up: one INFO, and the labels apply.
+    let _engine = FakeEngine::start(
+        &host.engine_socket(),
+        list(&[container(WEB, "/web", &[("memweight.weight", "3")])]),
+    );
+    tick_until(&mut ctl, "labels once the engine is up", |r| {
+        row(r, &scope(WEB)).weight == 3
+    })
+    .await;
+    assert_eq!(log.count(" INFO ", "answers again"), 1, "{}", log.text());
+}
+
+#[tokio::test]
+async fn hanging_or_garbled_engine_never_stalls_ticks_and_labels_expire() {
+    let (log, _guard) = Log::capture();
+    let host = Host::new();
+    let engine = FakeEngine::start(
+        &host.engine_socket(),
+        list(&[container(WEB, "/web", &[("memweight.weight", "4")])]),
+    );
+    let mut ctl = host.controller();
+    tick_until(&mut ctl, "label applied", |r| {
+        row(r, &scope(WEB)).weight == 4
+    })
+    .await;
+
+    engine.answer(Answer::Hang);
+    let started = std::time::Instant::now();
+    for _ in 0..5 {
+        ctl.tick().await.expect("tick");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "ticks do not wait on the engine: {:?}",
+        started.elapsed()
+    );
+    // After a few failed refreshes (each bounded by the request timeout) the labels expire.
+    tick_until(&mut ctl, "label expired while the engine hangs", |r| {
+        row(r, &scope(WEB)).weight == 100
+    })
+    .await;
+    assert!(
+        log.count(" WARN ", "no answer within") == 1,
+        "{}",
+        log.text()
+    );
+
+    engine.answer(Answer::Json("{\"not\": \"a list\"".to_owned()));
+    for _ in 0..5 {
+        ctl.tick().await.expect("tick");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    engine.answer(list(&[container(WEB, "web", &[("memweight.weight", "6")])]));
+    tick_until(&mut ctl, "labels back", |r| row(r, &scope(WEB)).weight == 6).await;
+    assert_eq!(log.count(" ERROR ", ""), 0, "{}", log.text());
+}
+
+/// The daemon's loop in miniature, as `main` runs it: ticks and control calls.
+fn spawn_loop(
+    mut ctl: Controller,
+    mut calls: mpsc::Receiver<Call>,
+) -> tokio::task::JoinHandle<Controller> {
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(Duration::from_millis(100));
+        loop {
+            tokio::select! {
+                _ = interval.tick() => { let _ = ctl.tick().await; }
+                call = calls.recv() => {
+                    let Some(call) = call else { break };
+                    let out = server::handle(&mut ctl, call.command, Path::new("test.toml"));
+                    let _ = call.reply.send(out);
+                }
+            }
+        }
+        ctl
+    })
+}
+
+async fn ask(socket: &Path, command: Command) -> Result<Reply, ErrorReply> {
+    use tokio::io::AsyncBufReadExt;
+    let mut s = tokio::net::UnixStream::connect(socket)
+        .await
+        .expect("connect to the control socket");
+    s.write_all(Request::new(command).to_line().as_bytes())
+        .await
+        .expect("send");
+    let mut answer = String::new();
+    tokio::io::BufReader::new(s)
+        .read_line(&mut answer)
+        .await
+        .expect("read answer");
+    ctl::parse_response(answer.trim_end()).expect("a well-formed answer")
+}
+
+fn set(cgroup: &str, weight: u32) -> Command {
+    Command::Set {
+        cgroup: cgroup.into(),
+        weight,
+        min: None,
+        max: None,
+    }
+}
+
+async fn status_until(socket: &Path, what: &str, pred: impl Fn(&ctl::Status) -> bool) {
+    for _ in 0..50 {
+        if let Ok(Reply::Status(s)) = ask(socket, Command::Status).await
+            && pred(&s)
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: not reached within 5 s");
+}
+
+fn weight(s: &ctl::Status, cgroup: &str) -> Option<(u32, Option<WeightSource>)> {
+    s.cgroups
+        .iter()
+        .find(|c| c.cgroup == cgroup)
+        .map(|c| (c.weight, c.source.clone()))
+}
+
+#[tokio::test]
+async fn set_by_container_name_beats_the_label_through_the_control_socket() {
+    let host = Host::new();
+    let _engine = FakeEngine::start(
+        &host.engine_socket(),
+        list(&[
+            container(WEB, "/web", &[("memweight.weight", "2")]),
+            container(DB, "db", &[]),
+            container(
+                "4444444444444444444444444444444444444444444444444444444444444444",
+                "/unmanaged",
+                &[],
+            ),
+        ]),
+    );
+    let ctl = host.controller();
+    let server = Server::bind(&ctl.config().control).expect("bind the control socket");
+    let (calls_tx, calls) = mpsc::channel(16);
+    let server_task = tokio::spawn(server.serve(calls_tx));
+    let looper = spawn_loop(ctl, calls);
+    let socket = host.control_socket();
+    status_until(&socket, "label weight", |s| {
+        weight(s, &scope(WEB)) == Some((2, label("web")))
+    })
+    .await;
+
+    // By name: the override wins over the label, and is stored by cgroup path.
+    match ask(&socket, set("web", 300)).await {
+        Ok(Reply::Setting(s)) => {
+            assert_eq!(s.cgroup, scope(WEB));
+            assert_eq!(s.container.as_deref(), Some("web"));
+            assert_eq!(s.effective.weight, 300);
+            assert_eq!(s.labels.and_then(|l| l.weight), Some(2));
+            assert_eq!(s.source, Some(WeightSource::Override));
+        }
+        other => panic!("set web: {other:?}"),
+    }
+    status_until(&socket, "override beats label", |s| {
+        weight(s, &scope(WEB)) == Some((300, Some(WeightSource::Override)))
+    })
+    .await;
+    let state = std::fs::read_to_string(host.dir.path().join("state").join("state.json"))
+        .expect("state file");
+    assert!(
+        state.contains(&format!("\"{}\"", scope(WEB))),
+        "stored by path: {state}"
+    );
+
+    // explain by name says where the weight comes from.
+    match ask(
+        &socket,
+        Command::Explain {
+            cgroup: "web".into(),
+        },
+    )
+    .await
+    {
+        Ok(Reply::Explain(e)) => {
+            let text = e.narrative().join("\n");
+            assert!(text.contains("container web: weight 300"), "{text}");
+            assert!(
+                text.contains("runtime override (memweightctl set)"),
+                "{text}"
+            );
+        }
+        other => panic!("explain web: {other:?}"),
+    }
+    // By id prefix (12+) and full id; unset returns to the label.
+    match ask(
+        &socket,
+        Command::Get {
+            cgroup: DB[..12].into(),
+        },
+    )
+    .await
+    {
+        Ok(Reply::Setting(s)) => assert_eq!(s.cgroup, scope(DB)),
+        other => panic!("get by id prefix: {other:?}"),
+    }
+    match ask(&socket, Command::Unset { cgroup: WEB.into() }).await {
+        Ok(Reply::Setting(s)) => {
+            assert_eq!(s.effective.weight, 2);
+            assert_eq!(s.source, label("web"));
+        }
+        other => panic!("unset by id: {other:?}"),
+    }
+    match ask(
+        &socket,
+        Command::Explain {
+            cgroup: "web".into(),
+        },
+    )
+    .await
+    {
+        Ok(Reply::Explain(_)) => {}
+        other => panic!("explain web after unset: {other:?}"),
+    }
+    status_until(&socket, "label again", |s| {
+        weight(s, &scope(WEB)) == Some((2, label("web")))
+    })
+    .await;
+
+    // Names nobody knows, and containers no rule manages, say what to do.
+    let e = ask(&socket, set("nope", 5))
+        .await
+        .expect_err("unknown name");
+    assert_eq!(e.kind, ErrorKind::NotManaged);
+    assert!(
+        e.message
+            .contains("no managed cgroup or running container named nope; see memweightctl status"),
+        "{}",
+        e.message
+    );
+    // A running container whose scope is not in the tree (yet): the podman glob would name it.
+    let e = ask(&socket, set("unmanaged", 5))
+        .await
+        .expect_err("not adopted");
+    assert_eq!(e.kind, ErrorKind::UnknownCgroup);
+    assert!(
+        e.message.contains("container unmanaged (444444444444)")
+            && e.message.contains("not managed yet"),
+        "{}",
+        e.message
+    );
+    // Paths still work as before.
+    assert!(ask(&socket, set("lab/c1", 9)).await.is_ok());
+
+    server_task.abort();
+    looper.abort();
+}
+
+#[tokio::test]
+async fn set_by_name_of_a_container_no_rule_manages_says_to_add_a_glob() {
+    let host = Host::new();
+    let _engine = FakeEngine::start(
+        &host.engine_socket(),
+        list(&[container(WEB, "/web", &[("memweight.weight", "2")])]),
+    );
+    let mut ctl = host.controller_with("[[cgroup]]\npath = \"lab/c1\"\nweight = 7\n");
+    for _ in 0..100 {
+        ctl.tick().await.expect("tick");
+        if ctl.container_snapshot().containers.contains_key(WEB) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(ctl.container_snapshot().containers.contains_key(WEB));
+    assert!(
+        !ctl.is_managed(&scope(WEB)),
+        "no rule names podman's scopes"
+    );
+    let out = server::handle(&mut ctl, set("web", 5), Path::new("test.toml"));
+    let ctl::Outcome::Error(e) = out else {
+        panic!("refused: {out:?}");
+    };
+    assert_eq!(e.kind, ErrorKind::NotManaged);
+    assert!(
+        e.message
+            .contains("container web (111111111111) is running")
+            && e.message.contains("machine.slice/libpod-*.scope"),
+        "{}",
+        e.message
+    );
+}
