@@ -83,11 +83,11 @@ fn one(check: &Check, scenario: &Scenario, results: &Results, summary: &Summary)
         detail,
     };
     match check {
-        Check::MaxErrorPct { max, from } => {
+        Check::MaxErrorPct { max, from, until } => {
             let worst = summary
                 .phases
                 .iter()
-                .filter(|p| p.start >= *from)
+                .filter(|p| p.start >= *from && until.is_none_or(|u| p.end <= u))
                 .flat_map(|p| p.cgroups.iter().map(move |c| (p.index, c)))
                 .filter_map(|(i, c)| c.error_pct.map(|e| (i, c.name.as_str(), e)))
                 .max_by(|a, b| a.2.abs().total_cmp(&b.2.abs()));

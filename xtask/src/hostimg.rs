@@ -97,6 +97,8 @@ StandardError=journal
 TTYPath=/dev/ttyS0
 TTYReset=no
 TTYVHangup=no
+TimeoutStopSec=10
+# The agent powers off by itself when it is done; these cover its failing to.
 SuccessAction=poweroff-force
 FailureAction=poweroff-force
 

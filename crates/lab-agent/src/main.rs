@@ -48,6 +48,15 @@ fn main() -> ExitCode {
         }
     };
     em.end();
+    if Path::new(host::PAYLOAD).join("scenario.toml").is_file() {
+        // The host guest: power off now rather than wait for systemd to stop whatever the
+        // scenario left behind (commands' children, containers). The disk is a throw-away
+        // snapshot; give the serial port a moment to drain the last records first.
+        thread::sleep(Duration::from_secs(2));
+        let _ = Command::new("systemctl")
+            .args(["--force", "--force", "poweroff"])
+            .status();
+    }
     code
 }
 

@@ -381,6 +381,9 @@ pub enum Check {
         /// Only phases that start at or after this second.
         #[serde(default)]
         from: u64,
+        /// Only phases that end at or before this second (default: all).
+        #[serde(default)]
+        until: Option<u64>,
     },
     /// No `oom_kill` in any managed cgroup's `memory.events`.
     NoOomKill,
