@@ -166,9 +166,8 @@ async fn run(
             _ = term.recv() => { info!("SIGTERM: restoring original limits"); break; }
             _ = int.recv() => { info!("SIGINT: restoring original limits"); break; }
             _ = hup.recv() => {
-                if let Err(e) = server::reload(&mut ctl, &config_path) {
-                    error!(error = %e.message, "SIGHUP");
-                }
+                // A refused reload keeps the running configuration and logs why (WARN).
+                let _ = server::reload(&mut ctl, &config_path);
                 if ctl.config().tick.0 != tick {
                     tick = ctl.config().tick.0;
                     interval = new_interval(tick);

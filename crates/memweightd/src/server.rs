@@ -434,12 +434,17 @@ pub fn handle(ctl: &mut Controller, command: Command, config_path: &Path) -> Out
 }
 
 /// Re-reads the configuration file; on any error the old configuration stays.
+///
+/// A refused reload is logged at WARN (the daemon keeps enforcing with the configuration it
+/// had, so nothing is broken yet) with the reason, which is also the reply's message.
 pub fn reload(ctl: &mut Controller, config_path: &Path) -> Result<Reloaded, ErrorReply> {
     let invalid = |e: &dyn std::fmt::Display| {
-        ErrorReply::new(
+        let reply = ErrorReply::new(
             ErrorKind::ConfigInvalid,
             format!("reload refused, the old configuration stays: {e}"),
-        )
+        );
+        warn!(config = %config_path.display(), error = %reply.message, "reload refused");
+        reply
     };
     let (cfg, rules) = Config::load(config_path).map_err(|e| invalid(&e))?;
     if cfg.control != ctl.config().control || cfg.metrics != ctl.config().metrics {

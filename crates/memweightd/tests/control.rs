@@ -732,3 +732,53 @@ fn daemon_binary_serves_socket_and_metrics_and_keeps_overrides_across_restart() 
     assert_eq!(s.runtime_override.map(|v| v.weight), Some(42));
     stop(child);
 }
+
+/// Issue 10: `tick = 1e300` followed by SIGHUP panicked the daemon (exit 101) and left every
+/// cgroup throttled. Now the reload is refused, the reply and the log say why, and the daemon
+/// keeps ticking with its old configuration.
+#[test]
+fn regression_reload_with_tick_1e300_keeps_the_daemon_and_its_config() {
+    let tree = Tree::new();
+    let config = tree.write_config(RULES);
+    let child = Process::new(env!("CARGO_BIN_EXE_memweightd"))
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn memweightd");
+    let socket = tree.socket();
+    let tick_of = |s: &Path| match ctl_line(s, Command::Status) {
+        Ok(Reply::Status(st)) => Some(st.pool.tick),
+        _ => None,
+    };
+    wait_for("the first tick", || {
+        socket.exists() && tick_of(&socket).is_some()
+    });
+
+    let good = std::fs::read_to_string(&config).expect("read config");
+    std::fs::write(&config, good.replace("tick = \"100ms\"", "tick = 1e300")).expect("write");
+    let status = Process::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .expect("kill -HUP");
+    assert!(status.success());
+    match ctl_line(&socket, Command::Reload) {
+        Err(e) => {
+            assert_eq!(e.kind, ErrorKind::ConfigInvalid);
+            assert!(
+                e.message.contains("tick") && e.message.contains("old configuration stays"),
+                "{}",
+                e.message
+            );
+        }
+        other => panic!("reload with tick = 1e300 accepted: {other:?}"),
+    }
+    let before = tick_of(&socket).expect("status after the refused reloads");
+    wait_for("ticks at the old 100 ms pace", || {
+        tick_of(&socket).is_some_and(|t| t >= before + 3)
+    });
+    let log = stop(child);
+    assert!(log.contains("reload refused"), "{log}");
+    assert!(!log.contains("panicked"), "{log}");
+}
