@@ -155,9 +155,8 @@ async fn run(
                 }
             }
             Some(call) = calls.recv() => {
-                let outcome = server::handle(&mut ctl, call.command, &config_path);
-                // The client may have gone away; its answer is then not needed.
-                let _ = call.reply.send(outcome);
+                // A call whose client stopped waiting is dropped, not carried out late.
+                server::answer(&mut ctl, call, &config_path);
                 if ctl.config().tick.0 != tick {
                     tick = ctl.config().tick.0;
                     interval = new_interval(tick);

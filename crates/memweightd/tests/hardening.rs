@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 use memweightd::metrics::{self, Limits, Metrics};
 use tokio::sync::watch;
 
+/// Tests that count this process's fds run one at a time (the harness runs tests in threads).
+static FD_COUNTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Open file descriptors of this process.
 fn fd_count() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count)
@@ -31,6 +34,7 @@ fn try_get(addr: std::net::SocketAddr, path: &str) -> Option<(u16, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn regression_1100_idle_metrics_connections_do_not_exhaust_fds() {
+    let _serial = FD_COUNTING.lock().await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -95,4 +99,124 @@ async fn regression_1100_idle_metrics_connections_do_not_exhaust_fds() {
         "{server_fds} server fds still open after the timeouts"
     );
     server.abort();
+}
+
+mod control_socket {
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+
+    use memweight_proto::ctl::{self, ErrorKind, ErrorReply, Outcome};
+    use memweightd::config::ControlConfig;
+    use memweightd::server::{self, Limits, Server};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::net::UnixStream;
+    use tokio::sync::mpsc;
+
+    fn limits() -> Limits {
+        Limits {
+            max_connections: 4,
+            read_timeout: Duration::from_millis(500),
+            write_timeout: Duration::from_millis(500),
+            loop_timeout: Duration::from_secs(2),
+        }
+    }
+
+    /// A server on a temporary socket whose "loop" answers every call with NotReady.
+    fn start(dir: &Path) -> std::path::PathBuf {
+        let socket = dir.join("ctl.sock");
+        let cfg = ControlConfig {
+            socket: socket.clone(),
+            group: None,
+        };
+        let server = Server::bind(&cfg).expect("bind").with_limits(limits());
+        let (tx, mut rx) = mpsc::channel::<server::Call>(16);
+        tokio::spawn(server.serve(tx));
+        tokio::spawn(async move {
+            while let Some(call) = rx.recv().await {
+                let _ = call.reply.send(Outcome::Error(ErrorReply::new(
+                    ErrorKind::NotReady,
+                    "fake loop",
+                )));
+            }
+        });
+        socket
+    }
+
+    async fn read_line(s: UnixStream) -> String {
+        let mut line = String::new();
+        let _ = tokio::time::timeout(
+            Duration::from_secs(5),
+            BufReader::new(s).read_line(&mut line),
+        )
+        .await;
+        line
+    }
+
+    async fn status(socket: &Path) -> String {
+        let mut s = UnixStream::connect(socket).await.expect("connect");
+        s.write_all(ctl::Request::new(ctl::Command::Status).to_line().as_bytes())
+            .await
+            .expect("send");
+        read_line(s).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn control_reply_to_a_client_that_never_reads_is_dropped() {
+        // A 16-byte pipe nobody reads from: the reply cannot be written.
+        let (ours, _theirs) = tokio::io::duplex(16);
+        let started = Instant::now();
+        let long = Outcome::Error(ErrorReply::new(ErrorKind::Internal, "x".repeat(4096)));
+        let err = server::reply(ours, long, Duration::from_millis(200))
+            .await
+            .expect_err("nobody reads");
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn control_connections_are_limited_and_idle_ones_time_out() {
+        let _serial = super::FD_COUNTING.lock().await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = start(dir.path());
+        let mut idle = Vec::new();
+        for _ in 0..4 {
+            idle.push(UnixStream::connect(&socket).await.expect("connect"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // The fifth is told why and closed at once.
+        let busy = read_line(UnixStream::connect(&socket).await.expect("connect")).await;
+        let e = ctl::parse_response(busy.trim_end())
+            .expect("a response line")
+            .expect_err("busy");
+        assert!(e.message.contains("busy"), "{}", e.message);
+        // The idle ones are answered after the read timeout and closed, freeing their slots.
+        for s in idle {
+            let line = read_line(s).await;
+            assert!(line.contains("no request line within"), "{line:?}");
+        }
+        let answer = status(&socket).await;
+        assert!(answer.contains("fake loop"), "{answer:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn control_socket_fds_stay_bounded_under_1100_idle_clients() {
+        let _serial = super::FD_COUNTING.lock().await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = start(dir.path());
+        let before = super::fd_count();
+        let mut idle = Vec::new();
+        for _ in 0..1100 {
+            match UnixStream::connect(&socket).await {
+                Ok(s) => idle.push(s),
+                Err(_) => tokio::time::sleep(Duration::from_millis(1)).await,
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let server_fds = super::fd_count().saturating_sub(before + idle.len());
+        assert!(server_fds <= 4 + 8, "server holds {server_fds} fds");
+        drop(idle);
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let answer = status(&socket).await;
+        assert!(answer.contains("fake loop"), "{answer:?}");
+    }
 }
