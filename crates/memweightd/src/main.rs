@@ -65,6 +65,13 @@ fn main() -> ExitCode {
         }
     };
     init_logging(&cfg.log_level);
+    // Before the runtime starts its threads; MCL_FUTURE covers them anyway.
+    match memweightd::resident::lock() {
+        memweightd::resident::Locked::Yes => info!("memory locked (mlockall)"),
+        memweightd::resident::Locked::No(why) => {
+            warn!(reason = %why, "running with unlocked memory: the daemon may be swapped out under pressure");
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(64)

@@ -908,3 +908,37 @@ async fn regression_group_membership_is_read_per_request() {
     serving.abort();
     looping.abort();
 }
+
+/// Issue 10: the daemon's RSS was swapped out under the pressure it manages. It now locks its
+/// memory (mlockall) when that is safe, and otherwise says why and runs on.
+#[test]
+fn daemon_locks_its_memory_or_says_why_not() {
+    let tree = Tree::new();
+    let config = tree.write_config(RULES);
+    let child = Process::new(env!("CARGO_BIN_EXE_memweightd"))
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn memweightd");
+    let socket = tree.socket();
+    wait_for("the first tick", || {
+        socket.exists() && matches!(ctl_line(&socket, Command::Status), Ok(Reply::Status(_)))
+    });
+    let locked_kb = std::fs::read_to_string(format!("/proc/{}/status", child.id()))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmLck:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    let log = stop(child);
+    if log.contains("memory locked") {
+        assert!(locked_kb > 0, "said locked, VmLck {locked_kb} kB: {log}");
+    } else {
+        assert!(log.contains("running with unlocked memory"), "{log}");
+        assert_eq!(locked_kb, 0);
+    }
+}
