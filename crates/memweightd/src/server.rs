@@ -380,11 +380,13 @@ impl Server {
             limits: self.limits,
         });
         let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(self.limits.max_connections));
+        let mut refused: u64 = 0;
         loop {
             match self.listener.accept().await {
                 Ok((stream, _)) => {
                     let Ok(slot) = std::sync::Arc::clone(&slots).try_acquire_owned() else {
-                        busy(&stream, self.limits.max_connections);
+                        refused += 1;
+                        busy(&stream, self.limits.max_connections, refused);
                         continue;
                     };
                     let calls = calls.clone();
@@ -436,7 +438,8 @@ struct Shared {
 }
 
 /// Tells a client past the connection limit why it is turned away, without waiting for it.
-fn busy(stream: &UnixStream, max: usize) {
+/// Logged at the 1st, 2nd, 4th, 8th, … refusal, so a flood cannot flood the journal.
+fn busy(stream: &UnixStream, max: usize, refused: u64) {
     let line = Response::new(Outcome::Error(ErrorReply::new(
         ErrorKind::Internal,
         format!(
@@ -447,7 +450,12 @@ fn busy(stream: &UnixStream, max: usize) {
     .to_line();
     // Best effort: a fresh socket's buffer takes one line; the stream is closed on return.
     let _ = stream.try_write(line.as_bytes());
-    warn!(max, "control connection refused: too many open connections");
+    if refused.is_power_of_two() {
+        warn!(
+            max,
+            refused, "control connection refused: too many open connections"
+        );
+    }
 }
 
 /// Writes `outcome` as one line and closes the writing side, within `limit`; a client that
