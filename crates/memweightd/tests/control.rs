@@ -942,3 +942,56 @@ fn daemon_locks_its_memory_or_says_why_not() {
         assert_eq!(locked_kb, 0);
     }
 }
+
+/// Issue 10, end to end: 1,100 idle connections to the real daemon's metrics port. Its fds stay
+/// bounded, ticks keep coming, `status` answers, and SIGTERM still restores and exits 0.
+#[test]
+fn regression_1100_idle_metrics_connections_do_not_stop_the_daemon() {
+    let tree = Tree::new();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let config = tree.dir.path().join("memweight.toml");
+    std::fs::write(
+        &config,
+        tree.config_text(&format!("listen = \"{addr}\""), RULES),
+    )
+    .expect("write config");
+    let child = Process::new(env!("CARGO_BIN_EXE_memweightd"))
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn memweightd");
+    let socket = tree.socket();
+    let tick_of = |s: &Path| match ctl_line(s, Command::Status) {
+        Ok(Reply::Status(st)) => Some(st.pool.tick),
+        _ => None,
+    };
+    wait_for("the first tick", || {
+        socket.exists() && tick_of(&socket).is_some()
+    });
+    wait_for("the metrics endpoint", || {
+        std::net::TcpStream::connect(&addr).is_ok()
+    });
+    let fds = || std::fs::read_dir(format!("/proc/{}/fd", child.id())).map_or(0, Iterator::count);
+    let baseline = fds();
+    let idle: Vec<std::net::TcpStream> = (0..1100)
+        .filter_map(|_| std::net::TcpStream::connect(&addr).ok())
+        .collect();
+    assert!(idle.len() > 1000, "only {} connections", idle.len());
+    std::thread::sleep(Duration::from_millis(300));
+    let during = fds();
+    assert!(
+        during <= baseline + 64 + 8,
+        "daemon fds went from {baseline} to {during} with {} idle clients",
+        idle.len()
+    );
+    let before = tick_of(&socket).expect("status answers under the flood");
+    wait_for("ticks to keep coming", || {
+        tick_of(&socket).is_some_and(|t| t >= before + 3)
+    });
+    drop(idle);
+    let log = stop(child);
+    assert!(log.contains("original limits restored"), "{log}");
+}
