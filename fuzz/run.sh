@@ -18,6 +18,7 @@ seconds=${1:-20}
 triple=$(rustc -vV | sed -n 's/^host: //p')
 all_targets="config ctl_request memory_stat memory_events pressure single_values meminfo plan state"
 targets=${TARGETS:-$all_targets}
+target_dir=${CARGO_TARGET_DIR:-target}
 
 # What cargo-fuzz passes, on stable: sancov edge coverage with inline 8-bit counters and a PC
 # table (what libFuzzer reads), comparison tracing, and debug assertions + overflow checks so
@@ -38,7 +39,7 @@ for t in $targets; do
     mkdir -p "corpus/$t" "artifacts/$t"
     log="artifacts/$t/last-run.log"
     echo "==> $t: ${seconds}s"
-    if "target/$triple/release/$t" "corpus/$t" "seeds/$t" \
+    if "$target_dir/$triple/release/$t" "corpus/$t" "seeds/$t" \
         -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
         -artifact_prefix="artifacts/$t/" -print_final_stats=1 >"$log" 2>&1; then
         runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
