@@ -60,4 +60,4 @@ pub mod testing;
 pub use cgroup::{CgroupFs, CgroupSample, Reclaimed, Written};
 pub use error::Error;
 pub use parse::{Limit, MemoryEvents, MemoryStat, ParseError, Psi, PsiLine};
-pub use proc::{HostSample, ProcFs};
+pub use proc::{HostSample, ProcFs, meminfo as parse_meminfo};

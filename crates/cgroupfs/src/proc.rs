@@ -93,28 +93,36 @@ impl ProcFs {
             path: path.clone(),
             source,
         })?;
-        let parse_error = |what: String| Error::Parse {
+        let memory = meminfo(&text).map_err(|what| Error::Parse {
             path: path.clone(),
             what,
-        };
-        check_meminfo_shape(&text).map_err(|err| parse_error(err.to_string()))?;
-        let meminfo = procfs::Meminfo::from_read(text.as_bytes())
-            .map_err(|err| parse_error(err.to_string()))?;
-        let mem_available = meminfo.mem_available.ok_or_else(|| {
-            parse_error(
-                "MemAvailable is missing (kernels before 3.14 are not supported)".to_owned(),
-            )
         })?;
         let psi = Reader::new(self.root.join("pressure")).read_psi("memory")?;
-        Ok(HostSample {
-            mem_total: meminfo.mem_total,
-            mem_available,
-            mem_free: meminfo.mem_free,
-            swap_total: meminfo.swap_total,
-            swap_free: meminfo.swap_free,
-            psi,
-        })
+        Ok(HostSample { psi, ..memory })
     }
+}
+
+/// Parses the text of `/proc/meminfo` into a [`HostSample`] without PSI (`psi: None`).
+/// Pure, and never panics on any input.
+///
+/// # Errors
+///
+/// A message when the text is not shaped like meminfo or lacks `MemAvailable` (kernels
+/// before 3.14).
+pub fn meminfo(text: &str) -> Result<HostSample, String> {
+    check_meminfo_shape(text).map_err(|err| err.to_string())?;
+    let meminfo = procfs::Meminfo::from_read(text.as_bytes()).map_err(|err| err.to_string())?;
+    let mem_available = meminfo.mem_available.ok_or_else(|| {
+        "MemAvailable is missing (kernels before 3.14 are not supported)".to_owned()
+    })?;
+    Ok(HostSample {
+        mem_total: meminfo.mem_total,
+        mem_available,
+        mem_free: meminfo.mem_free,
+        swap_total: meminfo.swap_total,
+        swap_free: meminfo.swap_free,
+        psi: None,
+    })
 }
 
 #[cfg(test)]

@@ -119,9 +119,50 @@ pub fn parse_amount(s: &str) -> Result<Amount, String> {
         .map_err(|e| e.to_string())
 }
 
+/// Shortest `tick` accepted.
+pub const MIN_TICK: Duration = Duration::from_millis(100);
+/// Longest `tick` accepted: a tick must fit three times into the unit's `WatchdogSec=30s`.
+pub const MAX_TICK: Duration = Duration::from_secs(10);
+/// Largest configuration file read; anything longer is not a memweight config.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 /// A duration written as `"1s"`, `"500ms"`, `"2m"` or a number of seconds.
+///
+/// Parsing never panics: NaN, infinities, negative values and values beyond what a
+/// [`Duration`] holds are errors; the range a key accepts is checked by [`Config::validate`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Interval(pub Duration);
+
+/// `value` seconds as a [`Duration`], or a message quoting `written`.
+fn seconds(value: f64, written: &str) -> Result<Duration, String> {
+    if !value.is_finite() || value < 0.0 {
+        return Err(format!(
+            "expected a duration like \"1s\", \"500ms\" or \"2m\", got {written:?}"
+        ));
+    }
+    Duration::try_from_secs_f64(value).map_err(|_| {
+        format!("duration {written:?} is far too long; write something like \"1s\" or \"500ms\"")
+    })
+}
+
+/// Parses `"1s"`, `"500ms"`, `"2m"` or `"1.5"` (seconds).
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (t, 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a duration like \"1s\", \"500ms\" or \"2m\", got {s:?}"))?;
+    seconds(v * scale, s)
+}
 
 impl<'de> Deserialize<'de> for Interval {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -132,34 +173,42 @@ impl<'de> Deserialize<'de> for Interval {
             Float(f64),
             Str(String),
         }
-        let bad =
-            |s: &str| format!("expected a duration like \"1s\", \"500ms\" or \"2m\", got {s:?}");
         let dur = match Raw::deserialize(d)? {
-            Raw::Int(i) => Duration::from_secs(i),
-            Raw::Float(f) if f.is_finite() && f >= 0.0 => Duration::from_secs_f64(f),
-            Raw::Float(f) => return Err(serde::de::Error::custom(bad(&f.to_string()))),
-            Raw::Str(s) => {
-                let t = s.trim();
-                let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
-                    (n, 0.001)
-                } else if let Some(n) = t.strip_suffix('s') {
-                    (n, 1.0)
-                } else if let Some(n) = t.strip_suffix('m') {
-                    (n, 60.0)
-                } else {
-                    (t, 1.0)
-                };
-                let v: f64 = num
-                    .trim()
-                    .parse()
-                    .map_err(|_| serde::de::Error::custom(bad(&s)))?;
-                if !v.is_finite() || v < 0.0 {
-                    return Err(serde::de::Error::custom(bad(&s)));
-                }
-                Duration::from_secs_f64(v * scale)
-            }
+            Raw::Int(i) => Ok(Duration::from_secs(i)),
+            Raw::Float(f) => seconds(f, &f.to_string()),
+            Raw::Str(s) => parse_interval(&s),
         };
-        Ok(Interval(dur))
+        dur.map(Interval).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The watchdog interval systemd expects pings within (`WATCHDOG_USEC`), when it is meant for
+/// this process (`WATCHDOG_PID` unset or ours).
+#[must_use]
+pub fn watchdog_from_env() -> Option<Duration> {
+    let usec = std::env::var("WATCHDOG_USEC").ok()?;
+    if let Ok(pid) = std::env::var("WATCHDOG_PID")
+        && pid.trim() != std::process::id().to_string()
+    {
+        return None;
+    }
+    usec.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|u| *u > 0)
+        .map(Duration::from_micros)
+}
+
+/// The rule tying `tick` to systemd's watchdog: `tick` ≤ `WatchdogSec` / 3, so that one slow
+/// tick and one missed ping still leave a ping within the interval.
+pub fn check_watchdog(tick: Duration, watchdog: Option<Duration>) -> Result<(), String> {
+    match watchdog {
+        Some(w) if tick > w / 3 => Err(format!(
+            "{tick:?} is longer than a third of the service's WatchdogSec ({w:?}); systemd would \
+             kill the daemon between two ticks. Use tick <= {:?} or raise WatchdogSec",
+            w / 3
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -427,12 +476,37 @@ impl Rules {
 
 impl Config {
     /// Reads and validates `path`.
+    ///
+    /// Besides [`Config::parse`], this checks `tick` against systemd's watchdog when the
+    /// daemon runs under one (`WATCHDOG_USEC`, see [`check_watchdog`]).
     pub fn load(path: &Path) -> Result<(Config, Rules), ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        use std::io::Read as _;
+        let read_err = |source| ConfigError::Read {
             path: path.to_owned(),
             source,
+        };
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .map_err(read_err)?
+            .take(MAX_CONFIG_BYTES + 1)
+            .read_to_string(&mut text)
+            .map_err(read_err)?;
+        if text.len() as u64 > MAX_CONFIG_BYTES {
+            return Err(ConfigError::Invalid {
+                path: path.to_owned(),
+                field: "(file)".into(),
+                message: format!("longer than {MAX_CONFIG_BYTES} bytes; is this the right file?"),
+            });
+        }
+        let (cfg, rules) = Config::parse(&text, path)?;
+        check_watchdog(cfg.tick.0, watchdog_from_env()).map_err(|message| {
+            ConfigError::Invalid {
+                path: path.to_owned(),
+                field: "tick".into(),
+                message,
+            }
         })?;
-        Config::parse(&text, path)
+        Ok((cfg, rules))
     }
 
     /// Parses and validates `text`; `path` is only used in messages.
@@ -452,10 +526,22 @@ impl Config {
             field,
             message,
         };
-        if self.tick.0 < Duration::from_millis(100) || self.tick.0 > Duration::from_secs(3600) {
+        if !(MIN_TICK..=MAX_TICK).contains(&self.tick.0) {
             return Err(invalid(
                 "tick".into(),
-                format!("must be between 100ms and 1h, got {:?}", self.tick.0),
+                format!(
+                    "must be between {MIN_TICK:?} and {MAX_TICK:?}, got {:?}",
+                    self.tick.0
+                ),
+            ));
+        }
+        if self.max_step.of(1 << 30) == 0 {
+            return Err(invalid(
+                "max_step".into(),
+                format!(
+                    "{} would never lower memory.high; use e.g. \"10%\" or \"64M\"",
+                    self.max_step
+                ),
             ));
         }
         if !self.cgroup_root.is_absolute() {
@@ -818,6 +904,134 @@ mod tests {
         assert_eq!(Amount::Percent(100.0).of(u64::MAX), u64::MAX);
         assert_eq!(Amount::Bytes(7).of(1), 7);
         assert_eq!(parse_amount("512M"), Ok(Amount::Bytes(512 << 20)));
+    }
+
+    #[test]
+    fn regression_tick_1e300_does_not_panic() {
+        for text in [
+            "tick = 1e300",
+            "tick = \"1e300\"",
+            "tick = \"1e300s\"",
+            "tick = \"3e17m\"",
+            "tick = \"1e300ms\"",
+            "tick = 18446744073709551615",
+            "tick = 1.8446744073709552e19",
+            "tick = -1",
+            "tick = -0.5",
+            "tick = \"-1s\"",
+            "tick = nan",
+            "tick = inf",
+            "tick = -inf",
+            "tick = \"NaN\"",
+            "tick = \"inf\"",
+            "tick = 0",
+            "tick = \"0ms\"",
+            "tick = \"99ms\"",
+            "tick = \"11s\"",
+            "tick = \"1h\"",
+        ] {
+            let err = parse(text).expect_err(text).to_string();
+            assert!(
+                err.contains("tick") || err.contains("duration"),
+                "{text:?}: {err:?} does not name the key"
+            );
+        }
+        assert_eq!(parse("tick = \"10s\"").expect("10s").0.tick.0, MAX_TICK);
+        assert_eq!(parse("tick = 0.1").expect("100ms").0.tick.0, MIN_TICK);
+    }
+
+    #[test]
+    fn regression_absurd_sizes_and_percentages_are_errors() {
+        for text in [
+            "min_floor = \"3e17m\"",
+            "min_floor = \"99999999999E\"",
+            "min_floor = -1",
+            "min_floor = 1e300",
+            "min_floor = nan",
+            "max_step = \"nan%\"",
+            "max_step = \"inf%\"",
+            "max_step = \"-1%\"",
+            "max_step = \"1e300%\"",
+            "max_step = \"0%\"",
+            "max_step = 0",
+            "max_step = 1e300",
+            "[capacity]\nreserve = \"101%\"",
+            "[capacity]\npsi_threshold = nan",
+            "[capacity]\npsi_threshold = inf",
+            "[capacity]\npsi_threshold = -1.0",
+            "[capacity]\npsi_step = \"1e400%\"",
+            "[capacity]\nmode = \"fixed\"\nfixed = \"20000000000000000000\"",
+            "[[cgroup]]\npath = \"a\"\nweight = -1",
+            "[[cgroup]]\npath = \"a\"\nweight = 1e300",
+            "[[cgroup]]\npath = \"a\"\nmin = \"1e300G\"",
+            "[[cgroup]]\npath = \"a\"\nmax = -4096",
+        ] {
+            assert!(parse(text).is_err(), "{text:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn tick_must_fit_three_times_in_the_watchdog() {
+        let w = Some(Duration::from_secs(30));
+        assert!(check_watchdog(Duration::from_secs(10), w).is_ok());
+        let err = check_watchdog(Duration::from_millis(10_001), w).expect_err("too long");
+        assert!(err.contains("WatchdogSec"), "{err}");
+        assert!(check_watchdog(Duration::from_secs(2), Some(Duration::from_secs(3))).is_err());
+        assert!(check_watchdog(MAX_TICK, None).is_ok());
+    }
+
+    #[test]
+    fn oversized_file_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("big.toml");
+        let mut text = String::from("# padding\n");
+        while (text.len() as u64) <= MAX_CONFIG_BYTES {
+            text.push_str("# ................................................................\n");
+        }
+        std::fs::write(&path, text).expect("write");
+        let err = Config::load(&path).expect_err("too big").to_string();
+        assert!(err.contains("longer than"), "{err}");
+    }
+
+    mod props {
+        use super::parse;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2000))]
+
+            /// Any text at all: an error or a config, never a panic.
+            #[test]
+            fn arbitrary_text_never_panics(text in ".{0,200}") {
+                let _ = parse(&text);
+            }
+
+            /// Every key with any TOML scalar: an error or a config, never a panic.
+            #[test]
+            fn arbitrary_values_never_panic(
+                key in prop::sample::select(vec![
+                    "tick", "min_floor", "max_step", "cgroup_root", "state_dir", "enforce",
+                    "log_level", "[capacity]\nreserve", "[capacity]\nfixed",
+                    "[capacity]\npsi_threshold", "[capacity]\npsi_step", "[capacity]\npsi_max_cut",
+                    "[metrics]\nlisten", "[control]\ngroup", "[[cgroup]]\npath = \"a\"\nweight",
+                    "[[cgroup]]\npath = \"a\"\nmin", "[[cgroup]]\npath = \"a\"\nmax",
+                    "[[cgroup]]\nglob",
+                ]),
+                value in prop_oneof![
+                    prop::num::f64::ANY.prop_map(|f| format!("{f:?}")),
+                    prop::num::i64::ANY.prop_map(|i| i.to_string()),
+                    prop::num::f64::ANY.prop_map(|f| format!("\"{f}\"")),
+                    prop::num::f64::ANY.prop_map(|f| format!("\"{f:e}m\"")),
+                    prop::num::f64::ANY.prop_map(|f| format!("\"{f}%\"")),
+                    prop::num::u64::ANY.prop_map(|u| format!("\"{u}G\"")),
+                    "\"[a-zA-Z0-9.%*/ -]{0,12}\"",
+                    Just("nan".to_owned()),
+                    Just("-inf".to_owned()),
+                ],
+            ) {
+                let _ = parse(&format!("{key} = {value}"));
+            }
+        }
     }
 
     #[test]

@@ -7,8 +7,13 @@
 //! never fails: an absent socket, a refused connection, a slow answer (bounded by a timeout) or
 //! a body that is not the expected JSON is logged once as a warning that says what to do, then
 //! at debug level while it persists, and at info level when the engine answers again. After
-//! [`STALE_AFTER`] failed refreshes in a row the last good list is dropped, so label weights
-//! fall back to the configuration instead of living on forever.
+//! [`STALE_AFTER`] failed refreshes in a row of an engine that is *gone* (no socket, refused,
+//! an answer that is not the API's) the last good list is dropped, so label weights fall back
+//! to the configuration. An engine that is only *slow* keeps its last list: under memory
+//! pressure podman's API service is itself being reclaimed and answers late, and that is exactly
+//! when the weights matter (the lab's host guest lost them that way). A container the engine
+//! no longer lists drops out at the next answer, and one whose cgroup is gone is no longer
+//! managed whatever the list says.
 //!
 //! The pure parts are here too, tested without a socket: [`container_id`] takes the id out of a
 //! cgroup path (`machine.slice/libpod-<id>.scope`, `system.slice/docker-<id>.scope`, optionally
@@ -35,8 +40,11 @@ use crate::config::{ContainersConfig, DEFAULT_ENGINE_SOCKETS, MAX_WEIGHT};
 
 /// Failed refreshes in a row after which the last good list is dropped.
 pub const STALE_AFTER: u32 = 3;
-/// The longest an API request may take (shorter when `refresh` is shorter).
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest an API request may take: five refresh intervals (10 s at the default 2 s),
+/// within these bounds. It runs beside the tick, so a long wait delays only the next refresh;
+/// it must be long enough for an engine under memory pressure.
+pub const REQUEST_TIMEOUT: (Duration, Duration) =
+    (Duration::from_millis(500), Duration::from_secs(30));
 /// The largest answer read (a few thousand containers with labels).
 pub const MAX_BODY: usize = 16 << 20;
 
@@ -281,6 +289,13 @@ pub enum EngineError {
 }
 
 impl EngineError {
+    /// Whether the engine is gone (no socket, refused, not the API) rather than slow: only then
+    /// are the last known labels dropped.
+    #[must_use]
+    pub fn engine_gone(&self) -> bool {
+        !matches!(self, EngineError::Timeout { .. } | EngineError::Http { .. })
+    }
+
     /// What the operator can do about it.
     #[must_use]
     pub fn hint(&self) -> &'static str {
@@ -291,8 +306,8 @@ impl EngineError {
                  to stop asking"
             }
             EngineError::Timeout { .. } => {
-                "the container engine is slow or stuck; label weights keep their last values \
-                 for a few refreshes, then the configured weights apply"
+                "the container engine is slow or stuck (under memory pressure its API service \
+                 is reclaimed too); label weights keep their last values until it answers"
             }
             EngineError::Http { .. } | EngineError::Status { .. } | EngineError::Body { .. } => {
                 "is [containers] socket a podman or docker API socket? check `curl --unix-socket \
@@ -474,10 +489,7 @@ async fn refresh_loop(
             let result = match engine_socket(&cfg) {
                 None => Err(EngineError::NoSocket),
                 Some(socket) => {
-                    let timeout = cfg
-                        .refresh
-                        .0
-                        .clamp(Duration::from_millis(250), REQUEST_TIMEOUT);
+                    let timeout = (cfg.refresh.0 * 5).clamp(REQUEST_TIMEOUT.0, REQUEST_TIMEOUT.1);
                     list(&socket, timeout).await.map(|l| (socket, l))
                 }
             };
@@ -498,7 +510,7 @@ async fn refresh_loop(
                 }
                 Err(e) => {
                     health.failed(&e);
-                    if health.failures >= STALE_AFTER {
+                    if health.failures >= STALE_AFTER && e.engine_gone() {
                         clear(&snapshots);
                     }
                 }

@@ -21,6 +21,7 @@
 //! * [`state`]: originals and overrides that survive restarts (atomic JSON).
 //! * [`server`]: the control socket: requests in, typed commands to the loop, replies out.
 //! * [`metrics`]: the Prometheus endpoint, fed by snapshots the loop publishes.
+//! * [`resident`]: keeps the daemon's own memory locked in RAM.
 
 pub mod capacity;
 pub mod config;
@@ -28,5 +29,6 @@ pub mod containers;
 pub mod controller;
 pub mod decide;
 pub mod metrics;
+pub mod resident;
 pub mod server;
 pub mod state;

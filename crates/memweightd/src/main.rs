@@ -65,6 +65,13 @@ fn main() -> ExitCode {
         }
     };
     init_logging(&cfg.log_level);
+    // Before the runtime starts its threads; MCL_FUTURE covers them anyway.
+    match memweightd::resident::lock() {
+        memweightd::resident::Locked::Yes => info!("memory locked (mlockall)"),
+        memweightd::resident::Locked::No(why) => {
+            warn!(reason = %why, "running with unlocked memory: the daemon may be swapped out under pressure");
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(64)
@@ -156,9 +163,8 @@ async fn run(
                 }
             }
             Some(call) = calls.recv() => {
-                let outcome = server::handle(&mut ctl, call.command, &config_path);
-                // The client may have gone away; its answer is then not needed.
-                let _ = call.reply.send(outcome);
+                // A call whose client stopped waiting is dropped, not carried out late.
+                server::answer(&mut ctl, call, &config_path);
                 if ctl.config().tick.0 != tick {
                     tick = ctl.config().tick.0;
                     interval = new_interval(tick);
@@ -167,9 +173,8 @@ async fn run(
             _ = term.recv() => { info!("SIGTERM: restoring original limits"); break; }
             _ = int.recv() => { info!("SIGINT: restoring original limits"); break; }
             _ = hup.recv() => {
-                if let Err(e) = server::reload(&mut ctl, &config_path) {
-                    error!(error = %e.message, "SIGHUP");
-                }
+                // A refused reload keeps the running configuration and logs why (WARN).
+                let _ = server::reload(&mut ctl, &config_path);
                 if ctl.config().tick.0 != tick {
                     tick = ctl.config().tick.0;
                     interval = new_interval(tick);

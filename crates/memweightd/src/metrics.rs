@@ -511,6 +511,29 @@ fn route(
     }
 }
 
+/// Bounds on the endpoint's clients, so that no number of idle or slow connections (any local
+/// user can open them) can exhaust the daemon's file descriptors or starve the control loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections served at once; further ones are accepted and closed at once.
+    pub max_connections: usize,
+    /// Time a client has to send a complete request header (each request on a kept-alive
+    /// connection included).
+    pub header_timeout: Duration,
+    /// Total lifetime of one connection, however busy.
+    pub connection_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 64,
+            header_timeout: Duration::from_secs(5),
+            connection_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
 /// Binds `addr` and serves on it until the process ends. A failed bind (port in use, or an
 /// address that is not up yet, like 127.0.0.1 before `lo` is up in a bare initramfs) is logged
 /// once as a warning and retried every 5 s: metrics never stop the daemon from managing memory.
@@ -531,33 +554,51 @@ pub async fn serve_addr(addr: std::net::SocketAddr, snapshots: Snapshots, metric
         }
     };
     tracing::info!(listen = %addr, "metrics endpoint listening on /metrics and /healthz");
-    serve(listener, snapshots, metrics).await;
+    serve(listener, snapshots, metrics, Limits::default()).await;
 }
 
-/// Serves `/metrics` and `/healthz` on `listener` until the process ends.
-pub async fn serve(listener: TcpListener, snapshots: Snapshots, metrics: Metrics) {
+/// Serves `/metrics` and `/healthz` on `listener` until the process ends, within `limits`.
+pub async fn serve(listener: TcpListener, snapshots: Snapshots, metrics: Metrics, limits: Limits) {
     let started = Instant::now();
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let mut refused: u64 = 0;
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(s) => s,
             Err(e) => {
+                // EMFILE/ENFILE: the pending connection stays in the backlog; wait for fds.
                 warn!(error = %e, "metrics accept failed");
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            // Closing at once keeps the fd count bounded; the client sees a reset.
+            drop(stream);
+            refused += 1;
+            if refused.is_power_of_two() {
+                warn!(%peer, refused, max = limits.max_connections,
+                    "metrics endpoint busy: connection refused (too many open connections)");
+            }
+            continue;
+        };
         let snapshots = snapshots.clone();
         let metrics = metrics.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let svc = service_fn(move |req: Request<Incoming>| {
                 let resp = route(&req, &snapshots, &metrics, started);
                 async move { Ok::<_, Infallible>(resp) }
             });
-            if let Err(e) = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await
-            {
-                debug!(%peer, error = %e, "metrics connection ended with an error");
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .max_buf_size(64 * 1024)
+                .serve_connection(TokioIo::new(stream), svc);
+            match tokio::time::timeout(limits.connection_timeout, conn).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => debug!(%peer, error = %e, "metrics connection ended with an error"),
+                Err(_) => debug!(%peer, "metrics connection closed: time limit reached"),
             }
         });
     }

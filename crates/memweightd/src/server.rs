@@ -29,10 +29,32 @@ use crate::config::{Config, ControlConfig, Settings};
 use crate::controller::{Controller, Found, TickReport};
 use crate::state::Override;
 
-/// How long a client may take to send its request line.
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a request may wait for the control loop (a tick stuck in the kernel).
-const LOOP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bounds on control-socket clients, so that no client (a member of the group, or anyone
+/// when the socket mode is loosened) can hold the daemon's fds, tasks or loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections served at once; further ones get a one-line "busy" error and are closed.
+    pub max_connections: usize,
+    /// Time a client has to send its request line (and the credential check has to finish).
+    pub read_timeout: Duration,
+    /// Time a client has to take its reply; one that does not read is dropped.
+    pub write_timeout: Duration,
+    /// Time a request may wait for the control loop (a tick stuck in the kernel). A request
+    /// that timed out is dropped, never carried out later (see [`Call::is_stale`]).
+    pub loop_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 16,
+            read_timeout: Duration::from_secs(5),
+            write_timeout: Duration::from_secs(5),
+            // Below memweightctl's own 40 s, so the daemon gives up first and says why.
+            loop_timeout: Duration::from_secs(30),
+        }
+    }
+}
 /// Bytes read from a client at most: one request line and one byte to notice it is too long.
 const LINE_LIMIT: u64 = 64 * 1024 + 1;
 const _: () = assert!(LINE_LIMIT == ctl::MAX_LINE as u64 + 1);
@@ -71,6 +93,56 @@ pub struct Call {
     pub reply: oneshot::Sender<Outcome>,
 }
 
+impl Call {
+    /// `true` once nobody waits for the answer any more: the request timed out (the waiting
+    /// side is dropped when `loop_timeout` fires) or its connection went away. Such a request
+    /// must not be carried out: its client was told it failed.
+    #[must_use]
+    pub fn is_stale(&self) -> bool {
+        self.reply.is_closed()
+    }
+}
+
+/// Runs `call` on the daemon's state and sends the answer, unless the call is stale (then it
+/// is dropped unexecuted and `false` is returned). Called by the control loop only.
+///
+/// A client that gives up while [`handle`] runs (it is synchronous and short) may miss the
+/// answer of a change that was made; `memweightctl get` shows the result.
+pub fn answer(ctl: &mut Controller, call: Call, config_path: &Path) -> bool {
+    if call.is_stale() {
+        warn!(command = ?call.command, "control request dropped: its client stopped waiting");
+        return false;
+    }
+    let outcome = handle(ctl, call.command, config_path);
+    // The client may have gone away meanwhile; its answer is then not needed.
+    let _ = call.reply.send(outcome);
+    true
+}
+
+/// A group as the group database lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupEntry {
+    /// Group id.
+    pub gid: u32,
+    /// Member names.
+    pub members: Vec<String>,
+}
+
+/// How a group name is looked up; [`system_group`] unless a test injects another.
+pub type GroupLookup = std::sync::Arc<dyn Fn(&str) -> Option<GroupEntry> + Send + Sync>;
+
+/// Looks `name` up in the system's group database (NSS).
+#[must_use]
+pub fn system_group(name: &str) -> Option<GroupEntry> {
+    nix::unistd::Group::from_name(name)
+        .ok()
+        .flatten()
+        .map(|g| GroupEntry {
+            gid: g.gid.as_raw(),
+            members: g.mem,
+        })
+}
+
 /// Who may use the socket besides root.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Access {
@@ -81,17 +153,37 @@ pub struct Access {
 }
 
 impl Access {
-    /// Resolves `[control] group` in the system's group database.
-    pub fn from_config(cfg: &ControlConfig) -> Result<Self, ServerError> {
+    /// Resolves `[control] group` with `lookup`; a group that does not exist is an error.
+    pub fn from_config(cfg: &ControlConfig, lookup: &GroupLookup) -> Result<Self, ServerError> {
         let Some(name) = &cfg.group else {
             return Ok(Access::default());
         };
-        match nix::unistd::Group::from_name(name) {
-            Ok(Some(g)) => Ok(Access {
-                group: Some((name.clone(), g.gid.as_raw())),
-                members: g.mem,
-            }),
-            Ok(None) | Err(_) => Err(ServerError::NoSuchGroup(name.clone())),
+        match Access::resolve(Some(name), lookup) {
+            a if a.group.is_some() => Ok(a),
+            _ => Err(ServerError::NoSuchGroup(name.clone())),
+        }
+    }
+
+    /// Resolves `group` now. The server does this for every connection, so a member added
+    /// with `usermod -aG` (or removed) counts from the next request, without a restart. A
+    /// group that no longer exists admits only root.
+    #[must_use]
+    pub fn resolve(group: Option<&str>, lookup: &GroupLookup) -> Self {
+        let Some(name) = group else {
+            return Access::default();
+        };
+        match lookup(name) {
+            Some(g) => Access {
+                group: Some((name.to_owned(), g.gid)),
+                members: g.members,
+            },
+            None => {
+                warn!(
+                    group = name,
+                    "[control] group no longer exists; only root is served"
+                );
+                Access::default()
+            }
         }
     }
 }
@@ -154,15 +246,14 @@ pub fn parse_status_groups(status: &str) -> Vec<u32> {
 /// The peer's credentials; the user and group databases are only consulted when `access`
 /// can need them (a non-root peer and a configured group), so root and statically linked
 /// builds without NSS never touch them.
-fn peer_of(stream: &UnixStream, access: &Access) -> io::Result<Peer> {
-    let cred = stream.peer_cred()?;
+fn peer_of(cred: tokio::net::unix::UCred, access: &Access) -> Peer {
     if cred.uid() == 0 || access.group.is_none() {
-        return Ok(Peer {
+        return Peer {
             uid: cred.uid(),
             gid: cred.gid(),
             groups: Vec::new(),
             user: None,
-        });
+        };
     }
     let groups = cred
         .pid()
@@ -177,19 +268,21 @@ fn peer_of(stream: &UnixStream, access: &Access) -> io::Result<Peer> {
             .flatten()
             .map(|u| u.name)
     };
-    Ok(Peer {
+    Peer {
         uid: cred.uid(),
         gid: cred.gid(),
         groups,
         user,
-    })
+    }
 }
 
 /// A bound control socket.
-#[derive(Debug)]
 pub struct Server {
     listener: UnixListener,
-    access: Access,
+    /// `[control] group`, resolved again for every connection.
+    group: Option<String>,
+    lookup: GroupLookup,
+    limits: Limits,
     /// Removes the socket file when the server goes away (unless systemd owns it).
     cleanup: Cleanup,
 }
@@ -199,7 +292,12 @@ impl Server {
     ///
     /// A stale socket file left by a killed daemon is replaced; a live one is an error.
     pub fn bind(cfg: &ControlConfig) -> Result<Self, ServerError> {
-        let access = Access::from_config(cfg)?;
+        Server::bind_with(cfg, std::sync::Arc::new(system_group))
+    }
+
+    /// [`Server::bind`] with another group database (tests).
+    pub fn bind_with(cfg: &ControlConfig, lookup: GroupLookup) -> Result<Self, ServerError> {
+        let access = Access::from_config(cfg, &lookup)?;
         let io_err = |what: &str| {
             let path = cfg.socket.clone();
             let what = what.to_owned();
@@ -215,7 +313,9 @@ impl Server {
             info!("control socket passed by systemd");
             return Ok(Server {
                 listener,
-                access,
+                group: cfg.group.clone(),
+                lookup: std::sync::Arc::clone(&lookup),
+                limits: Limits::default(),
                 cleanup: Cleanup(None),
             });
         }
@@ -256,22 +356,44 @@ impl Server {
         info!(socket = %path.display(), group = ?cfg.group, "control socket listening");
         Ok(Server {
             listener,
-            access,
+            group: cfg.group.clone(),
+            lookup,
+            limits: Limits::default(),
             cleanup: Cleanup(Some(path.clone())),
         })
     }
 
-    /// Accepts connections until the process ends; each is served on its own task.
+    /// The same server with other client limits (tests use short timeouts).
+    #[must_use]
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Accepts connections until the process ends; each is served on its own task, at most
+    /// `limits.max_connections` at once.
     pub async fn serve(self, calls: mpsc::Sender<Call>) {
-        let access = std::sync::Arc::new(self.access);
         let _cleanup = self.cleanup;
+        let shared = std::sync::Arc::new(Shared {
+            group: self.group,
+            lookup: self.lookup,
+            limits: self.limits,
+        });
+        let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(self.limits.max_connections));
+        let mut refused: u64 = 0;
         loop {
             match self.listener.accept().await {
                 Ok((stream, _)) => {
+                    let Ok(slot) = std::sync::Arc::clone(&slots).try_acquire_owned() else {
+                        refused += 1;
+                        busy(&stream, self.limits.max_connections, refused);
+                        continue;
+                    };
                     let calls = calls.clone();
-                    let access = std::sync::Arc::clone(&access);
+                    let shared = std::sync::Arc::clone(&shared);
                     tokio::spawn(async move {
-                        if let Err(e) = connection(stream, &access, &calls).await {
+                        let _slot = slot;
+                        if let Err(e) = connection(stream, &shared, &calls).await {
                             debug!(error = %e, "control connection ended early");
                         }
                     });
@@ -282,6 +404,17 @@ impl Server {
                 }
             }
         }
+    }
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("listener", &self.listener)
+            .field("group", &self.group)
+            .field("limits", &self.limits)
+            .field("cleanup", &self.cleanup)
+            .finish_non_exhaustive()
     }
 }
 
@@ -297,15 +430,86 @@ impl Drop for Cleanup {
     }
 }
 
+/// What every connection task needs.
+struct Shared {
+    group: Option<String>,
+    lookup: GroupLookup,
+    limits: Limits,
+}
+
+/// Tells a client past the connection limit why it is turned away, without waiting for it.
+/// Logged at the 1st, 2nd, 4th, 8th, … refusal, so a flood cannot flood the journal.
+fn busy(stream: &UnixStream, max: usize, refused: u64) {
+    let line = Response::new(Outcome::Error(ErrorReply::new(
+        ErrorKind::Internal,
+        format!(
+            "memweightd is busy: {max} control connections are open already; try again in a \
+             few seconds"
+        ),
+    )))
+    .to_line();
+    // Best effort: a fresh socket's buffer takes one line; the stream is closed on return.
+    let _ = stream.try_write(line.as_bytes());
+    if refused.is_power_of_two() {
+        warn!(
+            max,
+            refused, "control connection refused: too many open connections"
+        );
+    }
+}
+
+/// Writes `outcome` as one line and closes the writing side, within `limit`; a client that
+/// does not take its reply is dropped (`TimedOut`).
+pub async fn reply<W: tokio::io::AsyncWrite + Unpin>(
+    mut write: W,
+    outcome: Outcome,
+    limit: Duration,
+) -> io::Result<()> {
+    let line = Response::new(outcome).to_line();
+    let send = async {
+        write.write_all(line.as_bytes()).await?;
+        write.shutdown().await
+    };
+    tokio::time::timeout(limit, send).await.map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("client did not read its reply within {limit:?}"),
+        )
+    })?
+}
+
 /// Serves one connection: one request line, one response line.
 async fn connection(
     stream: UnixStream,
-    access: &Access,
+    shared: &std::sync::Arc<Shared>,
     calls: &mpsc::Sender<Call>,
 ) -> io::Result<()> {
-    let peer = peer_of(&stream, access)?;
-    let (read, mut write) = stream.into_split();
-    let outcome = match authorize(access, &peer) {
+    let limits = shared.limits;
+    let cred = stream.peer_cred()?;
+    // The group database (NSS: files, LDAP, …) and /proc are blocking reads.
+    let check = {
+        let shared = std::sync::Arc::clone(shared);
+        tokio::task::spawn_blocking(move || {
+            let access = Access::resolve(shared.group.as_deref(), &shared.lookup);
+            let peer = peer_of(cred, &access);
+            (access, peer)
+        })
+    };
+    let (access, peer) = match tokio::time::timeout(limits.read_timeout, check).await {
+        Ok(Ok(checked)) => checked,
+        Ok(Err(e)) => return Err(io::Error::other(e)),
+        Err(_) => {
+            let (_, write) = stream.into_split();
+            let e = ErrorReply::new(
+                ErrorKind::Internal,
+                "checking your credentials took too long (is the group database slow?); try \
+                 again",
+            );
+            return reply(write, Outcome::Error(e), limits.write_timeout).await;
+        }
+    };
+    let (read, write) = stream.into_split();
+    let outcome = match authorize(&access, &peer) {
         Err(e) => {
             warn!(
                 uid = peer.uid,
@@ -317,10 +521,10 @@ async fn connection(
         Ok(()) => {
             let mut line = String::new();
             let mut reader = BufReader::new(read.take(LINE_LIMIT));
-            match tokio::time::timeout(READ_TIMEOUT, reader.read_line(&mut line)).await {
+            match tokio::time::timeout(limits.read_timeout, reader.read_line(&mut line)).await {
                 Err(_) => Outcome::Error(ErrorReply::new(
                     ErrorKind::BadRequest,
-                    "no request line within 5 s",
+                    format!("no request line within {:?}", limits.read_timeout),
                 )),
                 Ok(Err(e)) if e.kind() == io::ErrorKind::InvalidData => Outcome::Error(
                     ErrorReply::new(ErrorKind::BadRequest, "request is not UTF-8 text"),
@@ -330,20 +534,19 @@ async fn connection(
                     Err(e) => Outcome::Error(e),
                     Ok(command) => {
                         debug!(uid = peer.uid, ?command, "control request");
-                        call(calls, command).await
+                        call(calls, command, limits.loop_timeout).await
                     }
                 },
             }
         }
     };
-    write
-        .write_all(Response::new(outcome).to_line().as_bytes())
-        .await?;
-    write.shutdown().await
+    reply(write, outcome, limits.write_timeout).await
 }
 
-/// Sends `command` to the control loop and waits for its answer.
-pub async fn call(calls: &mpsc::Sender<Call>, command: Command) -> Outcome {
+/// Sends `command` to the control loop and waits for its answer, `limit` in all (queueing
+/// included). When the limit passes, the waiting side is dropped, which makes the queued
+/// [`Call`] stale: the loop then drops it instead of carrying it out.
+pub async fn call(calls: &mpsc::Sender<Call>, command: Command, limit: Duration) -> Outcome {
     let (tx, rx) = oneshot::channel();
     let gone = || {
         Outcome::Error(ErrorReply::new(
@@ -351,15 +554,20 @@ pub async fn call(calls: &mpsc::Sender<Call>, command: Command) -> Outcome {
             "the daemon is shutting down; try again once it is back",
         ))
     };
-    if calls.send(Call { command, reply: tx }).await.is_err() {
-        return gone();
-    }
-    match tokio::time::timeout(LOOP_TIMEOUT, rx).await {
-        Ok(Ok(outcome)) => outcome,
-        Ok(Err(_)) => gone(),
+    let exchange = async {
+        if calls.send(Call { command, reply: tx }).await.is_err() {
+            return gone();
+        }
+        rx.await.unwrap_or_else(|_| gone())
+    };
+    match tokio::time::timeout(limit, exchange).await {
+        Ok(outcome) => outcome,
         Err(_) => Outcome::Error(ErrorReply::new(
             ErrorKind::Internal,
-            "the control loop did not answer within 30 s (a tick may be stuck); see the daemon's log",
+            format!(
+                "the control loop did not answer within {limit:?} (a tick may be stuck); the \
+                 request was not carried out; see the daemon's log"
+            ),
         )),
     }
 }
@@ -434,12 +642,17 @@ pub fn handle(ctl: &mut Controller, command: Command, config_path: &Path) -> Out
 }
 
 /// Re-reads the configuration file; on any error the old configuration stays.
+///
+/// A refused reload is logged at WARN (the daemon keeps enforcing with the configuration it
+/// had, so nothing is broken yet) with the reason, which is also the reply's message.
 pub fn reload(ctl: &mut Controller, config_path: &Path) -> Result<Reloaded, ErrorReply> {
     let invalid = |e: &dyn std::fmt::Display| {
-        ErrorReply::new(
+        let reply = ErrorReply::new(
             ErrorKind::ConfigInvalid,
             format!("reload refused, the old configuration stays: {e}"),
-        )
+        );
+        warn!(config = %config_path.display(), error = %reply.message, "reload refused");
+        reply
     };
     let (cfg, rules) = Config::load(config_path).map_err(|e| invalid(&e))?;
     if cfg.control != ctl.config().control || cfg.metrics != ctl.config().metrics {

@@ -29,6 +29,20 @@ pub enum StateError {
         #[source]
         source: std::io::Error,
     },
+    /// The file was written by a newer memweightd whose layout this one does not know.
+    #[error(
+        "state file {path} was written by a newer memweightd (version {found}); this one \
+         understands {understood}: upgrade memweightd, or move the file away (the original \
+         limits it recorded are then lost)"
+    )]
+    Newer {
+        /// The file.
+        path: PathBuf,
+        /// The version in the file.
+        found: u64,
+        /// [`STATE_VERSION`].
+        understood: u32,
+    },
     /// The file is not valid state JSON.
     #[error(
         "state file {path} is corrupt ({message}); move it aside to start fresh — the original limits it recorded are then lost"
@@ -39,6 +53,88 @@ pub enum StateError {
         /// The parser's message.
         message: String,
     },
+}
+
+/// Why a state file's text was refused ([`parse`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseError {
+    /// A layout version newer than [`STATE_VERSION`].
+    Newer(u64),
+    /// Anything else: not JSON, wrong shape, a path or a value the daemon must not use.
+    Invalid(String),
+}
+
+impl ParseError {
+    fn into_state_error(self, path: PathBuf) -> StateError {
+        match self {
+            ParseError::Newer(found) => StateError::Newer {
+                path,
+                found,
+                understood: STATE_VERSION,
+            },
+            ParseError::Invalid(message) => StateError::Corrupt { path, message },
+        }
+    }
+}
+
+/// Parses a state file's text. Pure: no I/O, never panics, whatever the input.
+///
+/// The version is checked before the layout, so a newer file is named as such rather than as
+/// corrupt. Every cgroup path must be a plain relative path below the root (no `..`, no `.`,
+/// no empty component, not absolute) and every recorded limit must be `max` or a byte count:
+/// a foreign or tampered file cannot steer the daemon's writes outside the cgroup tree or
+/// make it write arbitrary text into a control file.
+pub fn parse(text: &str) -> Result<State, ParseError> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| ParseError::Invalid(e.to_string()))?;
+    match value.get("version") {
+        None => {}
+        Some(v) => match v.as_u64() {
+            Some(found) if found > u64::from(STATE_VERSION) => {
+                return Err(ParseError::Newer(found));
+            }
+            Some(_) => {}
+            None => {
+                return Err(ParseError::Invalid(format!(
+                    "\"version\" must be a whole number, got {v}"
+                )));
+            }
+        },
+    }
+    let state: State =
+        serde_json::from_value(value).map_err(|e| ParseError::Invalid(e.to_string()))?;
+    let paths = state
+        .originals
+        .keys()
+        .chain(state.overrides.keys())
+        .chain(state.ancestors.keys());
+    for p in paths {
+        if !plain_relative(p) {
+            return Err(ParseError::Invalid(format!(
+                "cgroup path {p:?} is not a plain path below the cgroup root"
+            )));
+        }
+    }
+    let limits = state
+        .originals
+        .iter()
+        .flat_map(|(p, o)| [(p, &o.high), (p, &o.low)])
+        .chain(state.ancestors.iter());
+    for (p, v) in limits {
+        if memweight_cgroupfs::parse::limit(v).is_err() {
+            return Err(ParseError::Invalid(format!(
+                "recorded limit {v:?} of {p:?} is neither \"max\" nor a byte count"
+            )));
+        }
+    }
+    Ok(state)
+}
+
+/// `a/b.scope`: no leading or trailing `/`, no empty, `.` or `..` component, no NUL.
+fn plain_relative(p: &str) -> bool {
+    !p.is_empty()
+        && p.split('/')
+            .all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains('\0'))
 }
 
 /// A limit as the kernel prints it: a byte count or `max`, kept as the kernel's text.
@@ -109,10 +205,7 @@ impl StateStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(State::default()),
             Err(source) => return Err(StateError::Io { path, source }),
         };
-        serde_json::from_str(&text).map_err(|e| StateError::Corrupt {
-            path,
-            message: e.to_string(),
-        })
+        parse(&text).map_err(|e| e.into_state_error(path))
     }
 
     /// Replaces the state file atomically.
@@ -178,6 +271,63 @@ mod tests {
         assert_eq!(back.overrides, st.overrides);
         assert_eq!(back.version, STATE_VERSION);
         assert!(!dir.path().join("sub").join(".state.json.tmp").exists());
+    }
+
+    #[test]
+    fn regression_newer_state_file_is_not_called_corrupt() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::write(
+            dir.path().join(STATE_FILE),
+            r#"{"version": 7, "originals": {}, "something_new": [1, 2]}"#,
+        )
+        .expect("write");
+        let err = StateStore::new(dir.path())
+            .load()
+            .expect_err("newer")
+            .to_string();
+        assert!(
+            err.contains("written by a newer memweightd (version 7); this one understands 1"),
+            "{err}"
+        );
+        assert!(err.contains("upgrade"), "{err}");
+        assert!(!err.contains("corrupt"), "{err}");
+        assert_eq!(parse(r#"{"version": 2}"#), Err(ParseError::Newer(2)));
+        assert!(parse(r#"{"version": 1}"#).is_ok());
+        assert!(parse(r#"{}"#).is_ok(), "files before versioning");
+        assert!(matches!(
+            parse(r#"{"version": -1}"#),
+            Err(ParseError::Invalid(_))
+        ));
+        assert!(matches!(
+            parse(r#"{"version": 1.5}"#),
+            Err(ParseError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn regression_foreign_paths_and_values_are_refused() {
+        for text in [
+            r#"{"version":1,"originals":{"../../etc":{"high":"max","low":"0"}}}"#,
+            r#"{"version":1,"originals":{"/abs":{"high":"max","low":"0"}}}"#,
+            r#"{"version":1,"originals":{"a//b":{"high":"max","low":"0"}}}"#,
+            r#"{"version":1,"originals":{"":{"high":"max","low":"0"}}}"#,
+            r#"{"version":1,"originals":{"a/./b":{"high":"max","low":"0"}}}"#,
+            r#"{"version":1,"overrides":{"..":{"weight":1}}}"#,
+            r#"{"version":1,"ancestors":{"a/..":"0"}}"#,
+            r#"{"version":1,"originals":{"a":{"high":"1G; rm -rf /","low":"0"}}}"#,
+            r#"{"version":1,"originals":{"a":{"high":"max","low":"-1"}}}"#,
+            r#"{"version":1,"ancestors":{"a":""}}"#,
+        ] {
+            assert!(
+                matches!(parse(text), Err(ParseError::Invalid(_))),
+                "{text} was accepted"
+            );
+        }
+        let ok = parse(
+            r#"{"version":1,"originals":{"lab/c1":{"high":"max","low":"1048576"}},"ancestors":{"lab":"0"}}"#,
+        )
+        .expect("valid");
+        assert_eq!(ok.originals["lab/c1"].low, "1048576");
     }
 
     #[test]

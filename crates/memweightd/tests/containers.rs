@@ -415,7 +415,7 @@ async fn no_engine_socket_means_config_weights_and_ticks_go_on() {
 }
 
 #[tokio::test]
-async fn hanging_or_garbled_engine_never_stalls_ticks_and_labels_expire() {
+async fn hanging_or_garbled_engine_never_stalls_ticks_and_garbage_expires_labels() {
     let (log, _guard) = Log::capture();
     let host = Host::new();
     let engine = FakeEngine::start(
@@ -438,22 +438,25 @@ async fn hanging_or_garbled_engine_never_stalls_ticks_and_labels_expire() {
         "ticks do not wait on the engine: {:?}",
         started.elapsed()
     );
-    // After a few failed refreshes (each bounded by the request timeout) the labels expire.
-    tick_until(&mut ctl, "label expired while the engine hangs", |r| {
-        row(r, &scope(WEB)).weight == 100
-    })
-    .await;
-    assert!(
-        log.count(" WARN ", "no answer within") == 1,
-        "{}",
-        log.text()
-    );
-
-    engine.answer(Answer::Json("{\"not\": \"a list\"".to_owned()));
-    for _ in 0..5 {
+    // A slow engine keeps the labels (regression: under memory pressure podman's API answered
+    // late and the weights fell back to the config exactly when they mattered).
+    for _ in 0..10 {
         ctl.tick().await.expect("tick");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let report = ctl.tick().await.expect("tick");
+    assert_eq!(
+        row(&report, &scope(WEB)).weight,
+        4,
+        "a hanging engine keeps labels"
+    );
+
+    // An answer that is not the API's is an engine that is gone: after a few, labels expire.
+    engine.answer(Answer::Json("{\"not\": \"a list\"".to_owned()));
+    tick_until(&mut ctl, "label expired after garbage answers", |r| {
+        row(r, &scope(WEB)).weight == 100
+    })
+    .await;
     engine.answer(list(&[container(WEB, "web", &[("memweight.weight", "6")])]));
     tick_until(&mut ctl, "labels back", |r| row(r, &scope(WEB)).weight == 6).await;
     assert_eq!(log.count(" ERROR ", ""), 0, "{}", log.text());

@@ -732,3 +732,266 @@ fn daemon_binary_serves_socket_and_metrics_and_keeps_overrides_across_restart() 
     assert_eq!(s.runtime_override.map(|v| v.weight), Some(42));
     stop(child);
 }
+
+/// Issue 10: `tick = 1e300` followed by SIGHUP panicked the daemon (exit 101) and left every
+/// cgroup throttled. Now the reload is refused, the reply and the log say why, and the daemon
+/// keeps ticking with its old configuration.
+#[test]
+fn regression_reload_with_tick_1e300_keeps_the_daemon_and_its_config() {
+    let tree = Tree::new();
+    let config = tree.write_config(RULES);
+    let child = Process::new(env!("CARGO_BIN_EXE_memweightd"))
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn memweightd");
+    let socket = tree.socket();
+    let tick_of = |s: &Path| match ctl_line(s, Command::Status) {
+        Ok(Reply::Status(st)) => Some(st.pool.tick),
+        _ => None,
+    };
+    wait_for("the first tick", || {
+        socket.exists() && tick_of(&socket).is_some()
+    });
+
+    let good = std::fs::read_to_string(&config).expect("read config");
+    std::fs::write(&config, good.replace("tick = \"100ms\"", "tick = 1e300")).expect("write");
+    let status = Process::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .expect("kill -HUP");
+    assert!(status.success());
+    match ctl_line(&socket, Command::Reload) {
+        Err(e) => {
+            assert_eq!(e.kind, ErrorKind::ConfigInvalid);
+            assert!(
+                e.message.contains("tick") && e.message.contains("old configuration stays"),
+                "{}",
+                e.message
+            );
+        }
+        other => panic!("reload with tick = 1e300 accepted: {other:?}"),
+    }
+    let before = tick_of(&socket).expect("status after the refused reloads");
+    wait_for("ticks at the old 100 ms pace", || {
+        tick_of(&socket).is_some_and(|t| t >= before + 3)
+    });
+    let log = stop(child);
+    assert!(log.contains("reload refused"), "{log}");
+    assert!(!log.contains("panicked"), "{log}");
+}
+
+/// Issue 10: a request whose client had timed out (the loop stuck in a tick) was still carried
+/// out when the loop came back. Now the queued call is stale and dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_a_request_that_timed_out_is_not_carried_out_later() {
+    let tree = Tree::new();
+    let mut ctl = tree.controller();
+    let config = tree.dir.path().join("memweight.toml");
+    ctl.tick().await.expect("tick");
+    let server = Server::bind(&ctl.config().control)
+        .expect("bind")
+        .with_limits(server::Limits {
+            loop_timeout: Duration::from_millis(300),
+            ..server::Limits::default()
+        });
+    let (tx, mut rx) = mpsc::channel(8);
+    let serving = tokio::spawn(server.serve(tx));
+    // The loop is stuck: nobody takes the call before the client's time is up.
+    let e = ask(&tree.socket(), set("lab/c1", 7))
+        .await
+        .expect_err("the loop did not answer");
+    assert!(e.message.contains("not carried out"), "{}", e.message);
+    // The loop comes back and finds the call: it is dropped, not carried out.
+    let stale = rx.recv().await.expect("the queued call");
+    assert!(stale.is_stale());
+    assert!(!server::answer(&mut ctl, stale, &config));
+    assert_eq!(ctl.override_for("lab/c1"), None);
+    // A call whose client still waits is carried out.
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let live = Call {
+        command: set("lab/c1", 7),
+        reply,
+    };
+    assert!(server::answer(&mut ctl, live, &config));
+    assert!(matches!(answer.await, Ok(ctl::Outcome::Ok(_))));
+    assert_eq!(ctl.override_for("lab/c1").map(|o| o.weight), Some(7));
+    serving.abort();
+}
+
+/// Runs `client_helper` (a `status` request) as nobody (uid/gid 65534); its answer.
+async fn status_as_nobody(socket: &Path) -> Result<Reply, ErrorReply> {
+    let exe = std::env::current_exe().expect("test binary");
+    let sock = socket.to_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        Process::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(exe)
+            .args([
+                "--exact",
+                "client_helper",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("MEMWEIGHT_TEST_CLIENT_SOCKET", &sock)
+            .output()
+            .expect("run the helper as nobody")
+    })
+    .await
+    .expect("join");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.split_once("ANSWER ").map(|(_, a)| a.to_owned()))
+        .unwrap_or_else(|| {
+            panic!(
+                "helper printed no answer: {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    ctl::parse_response(&line).expect("answer of this version")
+}
+
+/// Issue 10: the group's member list was read once at start, so `usermod -aG` needed a
+/// restart (and a removal was not noticed). Now the group is resolved for every connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_group_membership_is_read_per_request() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    if !nix_is_root() || which("setpriv").is_none() {
+        eprintln!("skipping: needs root and setpriv");
+        return;
+    }
+    let tree = Tree::new();
+    let ctl = tree.controller();
+    let gid = Arc::new(AtomicU32::new(4242));
+    let lookup: server::GroupLookup = {
+        let gid = Arc::clone(&gid);
+        Arc::new(move |name: &str| {
+            (name == "memweight-test").then(|| server::GroupEntry {
+                gid: gid.load(Ordering::SeqCst),
+                members: Vec::new(),
+            })
+        })
+    };
+    let mut cfg = ctl.config().control.clone();
+    cfg.group = Some("memweight-test".into());
+    let server = Server::bind_with(&cfg, lookup).expect("bind");
+    let socket = tree.socket();
+    use std::os::unix::fs::PermissionsExt;
+    for p in [tree.dir.path().to_owned(), tree.dir.path().join("run")] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let (tx, rx) = mpsc::channel(8);
+    let serving = tokio::spawn(server.serve(tx));
+    let (snap_tx, _r) = watch::channel(None);
+    let config = tree.dir.path().join("memweight.toml");
+    let looping = spawn_loop(ctl, config, rx, snap_tx, Metrics::default());
+
+    let e = status_as_nobody(&socket)
+        .await
+        .expect_err("not in the group");
+    assert_eq!(e.kind, ErrorKind::PermissionDenied);
+    // nobody's primary group becomes the configured group: served from the next request.
+    gid.store(65534, Ordering::SeqCst);
+    match status_as_nobody(&socket).await {
+        Ok(_) => {}
+        Err(e) => assert_eq!(e.kind, ErrorKind::NotReady, "{}", e.message),
+    }
+    // And back out again.
+    gid.store(4242, Ordering::SeqCst);
+    let e = status_as_nobody(&socket).await.expect_err("removed");
+    assert_eq!(e.kind, ErrorKind::PermissionDenied);
+    serving.abort();
+    looping.abort();
+}
+
+/// Issue 10: the daemon's RSS was swapped out under the pressure it manages. It now locks its
+/// memory (mlockall) when that is safe, and otherwise says why and runs on.
+#[test]
+fn daemon_locks_its_memory_or_says_why_not() {
+    let tree = Tree::new();
+    let config = tree.write_config(RULES);
+    let child = Process::new(env!("CARGO_BIN_EXE_memweightd"))
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn memweightd");
+    let socket = tree.socket();
+    wait_for("the first tick", || {
+        socket.exists() && matches!(ctl_line(&socket, Command::Status), Ok(Reply::Status(_)))
+    });
+    let locked_kb = std::fs::read_to_string(format!("/proc/{}/status", child.id()))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmLck:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    let log = stop(child);
+    if log.contains("memory locked") {
+        assert!(locked_kb > 0, "said locked, VmLck {locked_kb} kB: {log}");
+    } else {
+        assert!(log.contains("running with unlocked memory"), "{log}");
+        assert_eq!(locked_kb, 0);
+    }
+}
+
+/// Issue 10, end to end: 1,100 idle connections to the real daemon's metrics port. Its fds stay
+/// bounded, ticks keep coming, `status` answers, and SIGTERM still restores and exits 0.
+#[test]
+fn regression_1100_idle_metrics_connections_do_not_stop_the_daemon() {
+    let tree = Tree::new();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let config = tree.dir.path().join("memweight.toml");
+    std::fs::write(
+        &config,
+        tree.config_text(&format!("listen = \"{addr}\""), RULES),
+    )
+    .expect("write config");
+    let child = Process::new(env!("CARGO_BIN_EXE_memweightd"))
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn memweightd");
+    let socket = tree.socket();
+    let tick_of = |s: &Path| match ctl_line(s, Command::Status) {
+        Ok(Reply::Status(st)) => Some(st.pool.tick),
+        _ => None,
+    };
+    wait_for("the first tick", || {
+        socket.exists() && tick_of(&socket).is_some()
+    });
+    wait_for("the metrics endpoint", || {
+        std::net::TcpStream::connect(&addr).is_ok()
+    });
+    let fds = || std::fs::read_dir(format!("/proc/{}/fd", child.id())).map_or(0, Iterator::count);
+    let baseline = fds();
+    let idle: Vec<std::net::TcpStream> = (0..1100)
+        .filter_map(|_| std::net::TcpStream::connect(&addr).ok())
+        .collect();
+    assert!(idle.len() > 1000, "only {} connections", idle.len());
+    std::thread::sleep(Duration::from_millis(300));
+    let during = fds();
+    assert!(
+        during <= baseline + 64 + 8,
+        "daemon fds went from {baseline} to {during} with {} idle clients",
+        idle.len()
+    );
+    let before = tick_of(&socket).expect("status answers under the flood");
+    wait_for("ticks to keep coming", || {
+        tick_of(&socket).is_some_and(|t| t >= before + 3)
+    });
+    drop(idle);
+    let log = stop(child);
+    assert!(log.contains("original limits restored"), "{log}");
+}

@@ -1,0 +1,8 @@
+//! `memory.events` (flat keyed).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|text: &str| {
+    let _ = memweight_cgroupfs::MemoryEvents::parse(text);
+});

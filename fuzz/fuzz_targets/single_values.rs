@@ -1,0 +1,15 @@
+//! Single-value files (`memory.current`, `memory.high`/`low` with `max`) and the generic flat
+//! keyed parser.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use memweight_cgroupfs::parse;
+
+fuzz_target!(|text: &str| {
+    let _ = parse::single_u64(text);
+    if let Ok(limit) = parse::limit(text) {
+        // The state file keeps limits as text: what is printed must parse back.
+        assert_eq!(parse::limit(&limit.to_string()).ok(), Some(limit));
+    }
+    let _ = parse::flat_keyed(text);
+});
