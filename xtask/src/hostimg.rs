@@ -28,6 +28,8 @@ pub const PACKAGES: &[&str] = &[
     "podman",
     "crun",
     "conmon",
+    // For the docker scenario (host-docker.toml); its units are disabled in the image.
+    "docker.io",
     "redis-server",
     "redis-tools",
     "iproute2",
@@ -145,6 +147,14 @@ const MASKED: &[&str] = &[
     "redis-server.service",
 ];
 
+/// Units the packages enable that the image leaves off (a scenario starts them): docker and
+/// containerd, which would otherwise take memory and boot time in every run.
+const DISABLED: &[&str] = &[
+    "multi-user.target.wants/docker.service",
+    "sockets.target.wants/docker.socket",
+    "multi-user.target.wants/containerd.service",
+];
+
 /// FNV-1a, 64 bits: a stable cache key (std's hasher may change between Rust releases).
 fn fnv(parts: &[&str]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -168,6 +178,7 @@ pub fn key(kernels: &[&KernelFiles]) -> String {
         parts.push((*text).to_owned());
     }
     parts.extend(MASKED.iter().map(|s| (*s).to_owned()));
+    parts.extend(DISABLED.iter().map(|s| (*s).to_owned()));
     parts.extend(MODULE_DIRS.iter().map(|s| (*s).to_owned()));
     parts.extend(MODULE_FILES.iter().map(|s| (*s).to_owned()));
     parts.extend(kernels.iter().map(|k| k.release.clone()));
@@ -278,6 +289,9 @@ fn customize(root: &Path, kernels: &[&KernelFiles]) -> Result<()> {
         let link = units.join(unit);
         let _ = fs::remove_file(&link);
         symlink("/dev/null", &link).with_context(|| format!("cannot mask {unit}"))?;
+    }
+    for link in DISABLED {
+        let _ = fs::remove_file(units.join(link));
     }
     let wants = units.join("multi-user.target.wants");
     fs::create_dir_all(&wants).with_context(|| format!("cannot create {}", wants.display()))?;

@@ -12,7 +12,8 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
+use lab_agent::scenario::Runtime;
 
 /// Where the initramfs puts the run's payload (binaries, scenario, the repo files the README's
 /// install steps use).
@@ -36,17 +37,26 @@ pub fn repo_dir() -> PathBuf {
     Path::new(PAYLOAD).join("repo")
 }
 
-/// `podman run` for one scenario cgroup: attached (its stdout is the workload's), removed on
-/// exit, host network, the image-less root file system, labels, and the container id written
-/// to `cidfile` so the agent finds its cgroup.
-pub fn podman_run_argv(
+/// The image docker runs (imported from [`CONTAINER_ROOT`] by [`prepare_docker`]).
+pub const DOCKER_IMAGE: &str = "memweight/ctr";
+
+/// `podman run` / `docker run` for one scenario cgroup: attached (its stdout is the
+/// workload's), removed on exit, host network, labels, and the container id written to
+/// `cidfile` so the agent finds its cgroup. podman runs the image-less root file system
+/// (`--rootfs`); docker the same tree imported as [`DOCKER_IMAGE`].
+pub fn run_argv(
+    runtime: Runtime,
     name: &str,
     labels: &BTreeMap<String, String>,
     argv: &[String],
     cidfile: &Path,
 ) -> Vec<String> {
+    let engine = match runtime {
+        Runtime::Podman => "podman",
+        Runtime::Docker => "docker",
+    };
     let mut v: Vec<String> = [
-        "podman",
+        engine,
         "run",
         "--rm",
         "--name",
@@ -66,8 +76,13 @@ pub fn podman_run_argv(
     let workload = Path::new(PAYLOAD).join("bin/memweight-workload");
     v.push("-v".into());
     v.push(format!("{}:{WORKLOAD_IN_CONTAINER}:ro", workload.display()));
-    v.push("--rootfs".into());
-    v.push(CONTAINER_ROOT.into());
+    match runtime {
+        Runtime::Podman => {
+            v.push("--rootfs".into());
+            v.push(CONTAINER_ROOT.into());
+        }
+        Runtime::Docker => v.push(DOCKER_IMAGE.into()),
+    }
     let mut args = argv.iter();
     if let Some(program) = args.next() {
         // The workload program is mounted at a fixed path; anything else runs as named.
@@ -91,9 +106,47 @@ pub fn parse_cid(text: &str) -> Option<&str> {
     .then_some(id)
 }
 
-/// The cgroup podman's systemd cgroup manager gives a container.
-pub fn container_cgroup(cid: &str) -> PathBuf {
-    Path::new("/sys/fs/cgroup/machine.slice").join(format!("libpod-{cid}.scope"))
+/// The cgroup the engine's systemd cgroup manager gives a container.
+pub fn container_cgroup(runtime: Runtime, cid: &str) -> PathBuf {
+    match runtime {
+        Runtime::Podman => {
+            Path::new("/sys/fs/cgroup/machine.slice").join(format!("libpod-{cid}.scope"))
+        }
+        Runtime::Docker => {
+            Path::new("/sys/fs/cgroup/system.slice").join(format!("docker-{cid}.scope"))
+        }
+    }
+}
+
+/// docker: start its service (off in the image) and import the container root file system
+/// as [`DOCKER_IMAGE`]; podman needs nothing.
+pub fn prepare_runtime(runtime: Runtime) -> Result<String> {
+    if runtime == Runtime::Podman {
+        return Ok("podman: --rootfs /srv/ctr".to_owned());
+    }
+    let status = Command::new("systemctl")
+        .args(["start", "docker.service"])
+        .status()
+        .context("cannot run systemctl")?;
+    if !status.success() {
+        bail!("systemctl start docker.service failed ({status}): see kernel.log");
+    }
+    let script = format!("tar -C {CONTAINER_ROOT} -c . | docker import - {DOCKER_IMAGE}");
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .context("cannot run sh")?;
+    if !out.status.success() {
+        bail!(
+            "`{script}` failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(format!(
+        "docker: imported {CONTAINER_ROOT} as {DOCKER_IMAGE} {}",
+        String::from_utf8_lossy(&out.stdout).trim()
+    ))
 }
 
 /// Whether systemd's memweightd.service has a process.
@@ -218,7 +271,8 @@ mod tests {
     #[test]
     fn podman_argv_mounts_the_workload_and_labels() {
         let labels = BTreeMap::from([("memweight.weight".to_owned(), "2".to_owned())]);
-        let argv = podman_run_argv(
+        let argv = run_argv(
+            Runtime::Podman,
             "c2",
             &labels,
             &["memweight-workload".into(), "random-touch".into()],
@@ -239,6 +293,21 @@ mod tests {
     }
 
     #[test]
+    fn docker_runs_the_imported_image() {
+        let argv = run_argv(
+            Runtime::Docker,
+            "d1",
+            &BTreeMap::new(),
+            &["memweight-workload".into(), "hog".into()],
+            Path::new("/tmp/lab/d1.cid"),
+        );
+        let joined = argv.join(" ");
+        assert!(joined.starts_with("docker run --rm --name d1 --network host"));
+        assert!(joined.ends_with("memweight/ctr /usr/local/bin/memweight-workload hog"));
+        assert!(!joined.contains("--rootfs"));
+    }
+
+    #[test]
     fn cids_are_64_lowercase_hex() {
         let id = "a".repeat(64);
         assert_eq!(parse_cid(&format!("{id}\n")), Some(id.as_str()));
@@ -246,8 +315,12 @@ mod tests {
         assert_eq!(parse_cid(&"A".repeat(64)), None);
         assert_eq!(parse_cid(&"g".repeat(64)), None);
         assert_eq!(
-            container_cgroup(&id),
+            container_cgroup(Runtime::Podman, &id),
             PathBuf::from(format!("/sys/fs/cgroup/machine.slice/libpod-{id}.scope"))
+        );
+        assert_eq!(
+            container_cgroup(Runtime::Docker, &id),
+            PathBuf::from(format!("/sys/fs/cgroup/system.slice/docker-{id}.scope"))
         );
     }
 

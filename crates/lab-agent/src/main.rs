@@ -20,7 +20,7 @@ use anyhow::{Context, Result, bail};
 use lab_agent::frame;
 use lab_agent::kfiles;
 use lab_agent::record::{CgroupSample, Event, FileChunk, Hello, HostSample, Record, Sample};
-use lab_agent::scenario::{Action, Guest, LAB_PARENT, PRESSURE_CGROUP, Scenario, Size};
+use lab_agent::scenario::{Action, Guest, LAB_PARENT, PRESSURE_CGROUP, Runtime, Scenario, Size};
 
 mod host;
 
@@ -196,6 +196,8 @@ fn run(em: &mut Emitter) -> Result<()> {
         if scenario.zram.0 > 0 {
             host::wait_zram_swap(Duration::from_secs(30))?;
         }
+        let runtime = host::prepare_runtime(scenario.runtime)?;
+        em.event(0.0, "system", runtime, true);
     } else {
         // Keep kernel messages off the console so they cannot split a record line.
         let _ = write_file(Path::new("/proc/sys/kernel/printk"), "1");
@@ -282,6 +284,7 @@ struct PendingCommand {
 
 struct Lab {
     host: bool,
+    runtime: Runtime,
     t0: Instant,
     lab_dir: PathBuf,
     pressure_dir: PathBuf,
@@ -348,6 +351,7 @@ impl Lab {
         }
         Ok(Lab {
             host: false,
+            runtime: Runtime::Podman,
             t0: Instant::now(),
             lab_dir,
             pressure_dir,
@@ -381,6 +385,7 @@ impl Lab {
             .collect();
         Lab {
             host: true,
+            runtime: scenario.runtime,
             t0: Instant::now(),
             lab_dir: PathBuf::from("/sys/fs/cgroup/machine.slice"),
             pressure_dir: PathBuf::from(host::PRESSURE_SCOPE),
@@ -407,7 +412,7 @@ impl Lab {
             let Some(cid) = host::parse_cid(&text) else {
                 continue;
             };
-            let dir = host::container_cgroup(cid);
+            let dir = host::container_cgroup(scenario.runtime, cid);
             if !dir.exists() {
                 continue;
             }
@@ -532,7 +537,7 @@ impl Lab {
         let mut child = match &w.cidfile {
             Some(cidfile) => {
                 let labels = labels.cloned().unwrap_or_default();
-                let argv = host::podman_run_argv(&name, &labels, argv, cidfile);
+                let argv = host::run_argv(self.runtime, &name, &labels, argv, cidfile);
                 start_logged(&argv, &log)?
             }
             None => self.start_in_cgroup(&dir, argv, &log)?,
@@ -726,8 +731,11 @@ impl Lab {
         };
         w.removed = true;
         if self.host {
-            // The operator's way: podman stops the container and systemd removes its scope.
-            let line = format!("podman rm -f -t 2 {name}");
+            // The operator's way: the engine stops the container and systemd removes its scope.
+            let line = match self.runtime {
+                Runtime::Podman => format!("podman rm -f -t 2 {name}"),
+                Runtime::Docker => format!("docker rm -f {name}"),
+            };
             self.start_command(
                 format!("remove-{name}"),
                 "remove-cgroup",
@@ -947,7 +955,10 @@ impl Lab {
             }
             let mut containers = host::output_within(
                 Duration::from_secs(60),
-                "podman",
+                match self.runtime {
+                    Runtime::Podman => "podman",
+                    Runtime::Docker => "docker",
+                },
                 &["ps", "-a", "--format", "{{.ID}} {{.Names}} {{.Labels}}"],
             );
             for w in &self.workloads {

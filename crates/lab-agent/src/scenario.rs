@@ -199,6 +199,19 @@ pub enum Guest {
     Host,
 }
 
+/// The container engine of the host guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Runtime {
+    /// podman with its systemd cgroup manager: `machine.slice/libpod-<id>.scope`.
+    #[default]
+    Podman,
+    /// docker (Debian's docker.io) with the systemd cgroup driver:
+    /// `system.slice/docker-<id>.scope`. Its units are off in the image; the agent starts
+    /// `docker.service` and imports the container root as an image before the clock starts.
+    Docker,
+}
+
 /// A whole scenario file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -221,6 +234,9 @@ pub struct Scenario {
     /// The guest: `busybox` (default) or `host` (systemd + podman on a disk).
     #[serde(default)]
     pub guest: Guest,
+    /// The host guest's container engine: `podman` (default) or `docker`.
+    #[serde(default)]
+    pub runtime: Runtime,
     /// Seconds the scenario runs once the workloads are started.
     pub duration: u64,
     /// Managed cgroups, created under `/sys/fs/cgroup/lab/`.
@@ -558,6 +574,9 @@ impl Scenario {
                             balloon device)"
                         .into(),
                 );
+            }
+            if self.runtime != Runtime::Podman {
+                return bad("runtime needs guest = \"host\"".into());
             }
             if let Some(c) = self.cgroups.iter().find(|c| !c.labels.is_empty()) {
                 return bad(format!(

@@ -320,12 +320,28 @@ impl EngineError {
 /// The socket to ask: the configured one, else the first default that exists now.
 #[must_use]
 pub fn engine_socket(cfg: &ContainersConfig) -> Option<PathBuf> {
-    cfg.socket.clone().or_else(|| {
-        DEFAULT_ENGINE_SOCKETS
+    engine_sockets(cfg).into_iter().next()
+}
+
+/// Every engine socket asked at a refresh: the configured one, or each default one that
+/// exists — a host may run podman and docker side by side (Debian enables `podman.socket`
+/// when podman is installed), and each engine knows only its own containers.
+pub fn engine_sockets(cfg: &ContainersConfig) -> Vec<PathBuf> {
+    match &cfg.socket {
+        Some(s) => vec![s.clone()],
+        None => DEFAULT_ENGINE_SOCKETS
             .iter()
             .map(PathBuf::from)
-            .find(|p| p.exists())
-    })
+            .filter(|p| p.exists())
+            .collect(),
+    }
+}
+
+/// One engine's last good list and its failures in a row.
+#[derive(Debug, Default)]
+struct Engine {
+    last: Option<Vec<Container>>,
+    failures: u32,
 }
 
 /// Aborts the HTTP connection task when the request is done or abandoned.
@@ -482,41 +498,69 @@ async fn refresh_loop(
     snapshots: watch::Sender<Arc<Snapshot>>,
 ) {
     let mut health = Health::default();
+    let mut engines: BTreeMap<PathBuf, Engine> = BTreeMap::new();
     let mut config_open = true;
     loop {
         let cfg = config.borrow_and_update().clone();
         if cfg.enabled {
-            let result = match engine_socket(&cfg) {
-                None => Err(EngineError::NoSocket),
-                Some(socket) => {
-                    let timeout = (cfg.refresh.0 * 5).clamp(REQUEST_TIMEOUT.0, REQUEST_TIMEOUT.1);
-                    list(&socket, timeout).await.map(|l| (socket, l))
+            let sockets = engine_sockets(&cfg);
+            engines.retain(|k, _| sockets.contains(k));
+            if sockets.is_empty() {
+                health.failed(&EngineError::NoSocket);
+                if health.failures >= STALE_AFTER {
+                    clear(&snapshots);
                 }
-            };
-            match result {
-                Ok((socket, list)) => {
-                    health.ok(&socket, list.len());
-                    let snap = Snapshot {
-                        containers: list.into_iter().map(|c| (c.id.clone(), c)).collect(),
-                        socket: Some(socket),
-                    };
-                    snapshots.send_if_modified(|old| {
-                        let changed = **old != snap;
-                        if changed {
-                            *old = Arc::new(snap);
+            } else {
+                let timeout = (cfg.refresh.0 * 5).clamp(REQUEST_TIMEOUT.0, REQUEST_TIMEOUT.1);
+                let mut answered: Option<PathBuf> = None;
+                let mut first_error = None;
+                let mut containers = BTreeMap::new();
+                for socket in &sockets {
+                    let engine = engines.entry(socket.clone()).or_default();
+                    match list(socket, timeout).await {
+                        Ok(l) => {
+                            engine.failures = 0;
+                            engine.last = Some(l);
+                            answered.get_or_insert_with(|| socket.clone());
                         }
-                        changed
-                    });
-                }
-                Err(e) => {
-                    health.failed(&e);
-                    if health.failures >= STALE_AFTER && e.engine_gone() {
-                        clear(&snapshots);
+                        Err(e) => {
+                            engine.failures = engine.failures.saturating_add(1);
+                            // A slow engine keeps its last list; a gone one loses it.
+                            if engine.failures >= STALE_AFTER && e.engine_gone() {
+                                engine.last = None;
+                            }
+                            first_error.get_or_insert(e);
+                        }
+                    }
+                    for c in engine.last.iter().flatten() {
+                        containers.insert(c.id.clone(), c.clone());
                     }
                 }
+                match (&answered, first_error) {
+                    (Some(socket), _) => health.ok(socket, containers.len()),
+                    (None, Some(e)) => health.failed(&e),
+                    (None, None) => {}
+                }
+                let snap = Snapshot {
+                    socket: answered.or_else(|| {
+                        engines
+                            .iter()
+                            .find(|(_, e)| e.last.is_some())
+                            .map(|(s, _)| s.clone())
+                    }),
+                    containers,
+                };
+                snapshots.send_if_modified(|old| {
+                    let changed = **old != snap;
+                    if changed {
+                        *old = Arc::new(snap);
+                    }
+                    changed
+                });
             }
         } else {
             health = Health::default();
+            engines.clear();
             clear(&snapshots);
         }
         let wait = if cfg.enabled {
