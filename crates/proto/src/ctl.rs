@@ -306,6 +306,17 @@ pub struct CgroupStatus {
     pub state: String,
     /// The policy's reason, e.g. `above weighted share by 312 MiB`.
     pub reason: String,
+    /// The cgroup's own memory.high, restored when the daemon lets go and never exceeded
+    /// (`"max"` or bytes); absent from daemons that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_high: Option<String>,
+    /// The cgroup's own memory.low, restored when the daemon lets go and never undercut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_low: Option<String>,
+    /// The last change someone else made to memory.high or memory.low, which the daemon kept
+    /// as the cgroup's original.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<String>,
 }
 
 /// `status`: the pool and every managed cgroup.
@@ -378,6 +389,20 @@ impl Explanation {
             "entitlement {} is what memory.low protects",
             b(s.entitlement)
         ));
+        if let (Some(h), Some(l)) = (&s.original_high, &s.original_low) {
+            let shown = |v: &String| {
+                v.parse::<u64>()
+                    .map_or_else(|_| v.clone(), |v| b(v).to_string())
+            };
+            out.push(format!(
+                "the cgroup's own limits (restored on exit): memory.high {}, memory.low {}",
+                shown(h),
+                shown(l)
+            ));
+        }
+        if let Some(op) = &s.operator {
+            out.push(op.clone());
+        }
         let mut writes = Vec::new();
         if let Some(h) = &s.wrote_high {
             let shown = h
@@ -790,6 +815,9 @@ mod tests {
             reclaim: None,
             state: "ok".into(),
             reason: "above weighted share by 1167 MiB".into(),
+            original_high: None,
+            original_low: None,
+            operator: None,
         }
     }
 
