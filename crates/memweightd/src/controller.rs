@@ -631,8 +631,7 @@ impl Controller {
     /// Stops managing a cgroup: its originals, if recorded, are restored by
     /// [`Controller::restore_recorded`].
     fn release(&mut self, path: &str) {
-        if let Some(m) = self.managed.remove(path) {
-            self.last_originals.insert(path.to_owned(), m.originals);
+        if self.managed.remove(path).is_some() {
             info!(cgroup = %path, "released cgroup");
             self.counters.released += 1;
         }
@@ -735,7 +734,12 @@ impl Controller {
                 .collect()
         };
         for p in leaving {
-            self.release(&p);
+            // A glob no longer matches a container that exited: gone, not released.
+            if matches!(self.fs.id(&p), Ok(None)) && !self.jobs.contains_key(&p) {
+                self.forget(&p);
+            } else {
+                self.release(&p);
+            }
         }
         if !self.cfg.enforce {
             // A dry run holds nothing: what an enforcing run wrote is put back below.
@@ -1027,6 +1031,7 @@ impl Controller {
     /// Lets go of every cgroup and restores every recorded original now.
     fn release_all_now(&mut self) {
         let n = self.managed.len();
+        self.last_originals.clear();
         for (p, m) in std::mem::take(&mut self.managed) {
             self.last_originals.insert(p, m.originals);
         }

@@ -412,3 +412,65 @@ async fn originals_from_an_earlier_boot_are_dropped() {
     ctl.release_all().await;
     assert_eq!(high(tree.cg(0)), ours);
 }
+
+/// Churn: containers that exit leave nothing behind, neither in the managed set and the
+/// report nor in the state file (originals, runtime overrides).
+#[tokio::test]
+async fn exited_containers_leave_no_state_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let proc = FakeProc::new(dir.path().join("proc"));
+    let root = dir.path().join("cg");
+    let pods: Vec<FakeCgroup> = (0..20)
+        .map(|i| {
+            let c = FakeCgroup::new(&root, &format!("pods/p{i:02}"));
+            c.set_current(500 * MIB);
+            c.set_stat(400 * MIB, 100 * MIB);
+            c
+        })
+        .collect();
+    let text = format!(
+        "cgroup_root = {root:?}\nproc_root = {:?}\nstate_dir = {:?}\n\
+         [capacity]\nmode = \"fixed\"\nfixed = \"5000M\"\n[[cgroup]]\nglob = \"pods/*\"\n",
+        proc.path(),
+        dir.path().join("state")
+    );
+    let (cfg, rules) = Config::parse(&text, Path::new("t.toml")).expect("valid");
+    let mut ctl = Controller::new(cfg, rules).expect("start");
+    ctl.tick().await.expect("tick");
+    ctl.set_override(
+        "pods/p03",
+        memweightd::state::Override {
+            weight: 9,
+            min: None,
+            max: None,
+        },
+    )
+    .expect("override");
+    for p in pods.iter().step_by(2).skip(1) {
+        p.remove();
+    }
+    pods[0].remove();
+    let r = ctl.tick().await.expect("tick").clone();
+    assert_eq!(
+        r.cgroups.len(),
+        10,
+        "{:?}",
+        ctl.managed_paths().collect::<Vec<_>>()
+    );
+    let state = std::fs::read_to_string(dir.path().join("state/state.json")).expect("state");
+    for (i, p) in pods.iter().enumerate() {
+        assert_eq!(state.contains(p.rel()), i % 2 == 1, "{}: {state}", p.rel());
+    }
+    assert!(
+        ctl.override_for("pods/p03").is_some(),
+        "a live container keeps it"
+    );
+    pods[3].remove();
+    ctl.tick().await.expect("tick");
+    assert!(
+        ctl.override_for("pods/p03").is_none(),
+        "removed with its container"
+    );
+    assert_eq!(ctl.managed_paths().count(), 9);
+    ctl.release_all().await;
+}
