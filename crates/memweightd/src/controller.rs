@@ -1018,7 +1018,9 @@ impl Controller {
                 {
                     let id = self.state.originals.get(&path).and_then(|e| e.id);
                     if let Restored::Failed(e) = restore(&self.fs, &path, &o, id) {
-                        error!(cgroup = %path, error = %e, "could not restore after a late write");
+                        error!(cgroup = %path, error = %e,
+                            "could not restore after a late write; keeping the original recorded");
+                        self.record_entry(&path, o, id);
                     }
                 }
             }

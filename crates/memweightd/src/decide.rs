@@ -166,7 +166,11 @@ pub fn decide(
     let low = (entitlement / LOW_GRANULE * LOW_GRANULE)
         .max(orig_low)
         .min(high_bytes);
-    let want_low = Limit::Bytes(low);
+    let want_low = if low == u64::MAX {
+        Limit::Max
+    } else {
+        Limit::Bytes(low)
+    };
     if want_low != obs.low && !inert(obs.usage, obs.low, want_low) {
         w.low = Some(want_low);
     }
@@ -426,6 +430,14 @@ mod tests {
             &knobs(),
         );
         assert_eq!(w.low, Some(Limit::Bytes(380 * MIB)));
+        let full = Originals {
+            high: Limit::Max,
+            low: Limit::Max,
+        };
+        let mut o = obs(500 * MIB, Limit::Max);
+        o.low = Limit::Bytes(0);
+        let w = decide(&o, &full, None, 100 * MIB, 0, &knobs());
+        assert_eq!(w.low, Some(Limit::Max), "an operator's `max` stays `max`");
     }
 
     #[test]

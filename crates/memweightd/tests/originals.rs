@@ -474,3 +474,70 @@ async fn exited_containers_leave_no_state_behind() {
     assert_eq!(ctl.managed_paths().count(), 9);
     ctl.release_all().await;
 }
+
+/// The binary: SIGTERM with 2,000 managed cgroups restores them all, quickly, and says how far
+/// it got on the way.
+#[test]
+fn sigterm_restores_many_cgroups_with_progress() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let proc = FakeProc::new(dir.path().join("proc"));
+    let root = dir.path().join("cg");
+    let busy = FakeCgroup::new(&root, "pods/busy");
+    busy.set_current(3000 * MIB);
+    busy.set_stat(2900 * MIB, 100 * MIB);
+    let idle: Vec<FakeCgroup> = (0..2000)
+        .map(|i| {
+            let c = FakeCgroup::new(&root, &format!("pods/idle{i:04}"));
+            c.set_low(Limit::Bytes(u64::try_from(i).expect("small") * 4096));
+            c
+        })
+        .collect();
+    let cfg = dir.path().join("memweight.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "cgroup_root = {root:?}\nproc_root = {:?}\nstate_dir = {:?}\ntick = \"200ms\"\n\
+             control = {{ socket = {:?} }}\nmetrics = {{ enabled = false }}\n\
+             max_step = \"100%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"2000M\"\n\
+             [[cgroup]]\nglob = \"pods/*\"\n",
+            proc.path(),
+            dir.path().join("state"),
+            dir.path().join("memweightd.sock"),
+        ),
+    )
+    .expect("config");
+    let child = Command::new(env!("CARGO_BIN_EXE_memweightd"))
+        .arg("--config")
+        .arg(&cfg)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn memweightd");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while busy.read_high() == "max" {
+        assert!(Instant::now() < deadline, "daemon never wrote memory.high");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let asked = Instant::now();
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let out = child.wait_with_output().expect("wait");
+    let took = asked.elapsed();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {log}", out.status);
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(log.contains("restoring original limits"), "{log}");
+    assert!(log.contains("done=1000"), "{log}");
+    assert_eq!(busy.read_high(), "max");
+    for (i, c) in idle.iter().enumerate() {
+        assert_eq!(c.read_high(), "max");
+        assert_eq!(c.read_low(), (i * 4096).to_string());
+    }
+}
