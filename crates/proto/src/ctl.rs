@@ -915,5 +915,33 @@ mod tests {
         let text = quiet.narrative().join("\n");
         assert!(text.contains("500 MiB below"), "{text}");
         assert!(text.contains("no writes this tick"), "{text}");
+        assert!(
+            !text.contains("own limits"),
+            "absent fields, no line: {text}"
+        );
+        let mut op = e.clone();
+        op.status.original_high = Some((700_u64 << 20).to_string());
+        op.status.original_low = Some("0".into());
+        op.status.operator = Some("memory.high set to 734003200 outside memweightd".into());
+        let text = op.narrative().join("\n");
+        assert!(
+            text.contains("own limits (restored on exit): memory.high 700 MiB, memory.low 0"),
+            "{text}"
+        );
+        assert!(text.contains("outside memweightd"), "{text}");
+    }
+
+    /// Replies from a daemon that predates the originals fields still parse, and rows without
+    /// them serialise as before.
+    #[test]
+    fn status_rows_without_originals_are_compatible() {
+        let row = sample_status();
+        let json = serde_json::to_string(&row).expect("serialise");
+        assert!(
+            !json.contains("original_high") && !json.contains("operator"),
+            "{json}"
+        );
+        let back: CgroupStatus = serde_json::from_str(&json).expect("parse");
+        assert_eq!(back, row);
     }
 }
