@@ -282,7 +282,11 @@ impl Controller {
             self.fs = Arc::new(fs);
         }
         self.proc = ProcFs::new(&cfg.proc_root);
-        self.store = StateStore::new(&cfg.state_dir);
+        if cfg.state_dir != self.cfg.state_dir {
+            // Everything recorded must be in the file the next start will read.
+            self.store = StateStore::new(&cfg.state_dir);
+            self.dirty = true;
+        }
         self.cfg = cfg;
         self.rules = rules;
         self.warned.clear();

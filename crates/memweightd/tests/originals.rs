@@ -541,3 +541,32 @@ fn sigterm_restores_many_cgroups_with_progress() {
         assert_eq!(c.read_low(), (i * 4096).to_string());
     }
 }
+
+/// A reload that moves the state directory writes the recorded originals into the new one,
+/// which is the one the next start reads.
+#[tokio::test]
+async fn reload_to_a_new_state_dir_carries_the_originals() {
+    let tree = Tree::new();
+    tree.cg(0).set_high(Limit::Bytes(1990 * MIB));
+    let mut ctl = tree.controller(SQUEEZE);
+    ctl.tick().await.expect("tick");
+    let moved = tree.dir.path().join("state2");
+    let text = format!(
+        "cgroup_root = {:?}\nproc_root = {:?}\nstate_dir = {moved:?}\n\
+         control = {{ socket = {:?} }}\nmetrics = {{ enabled = false }}\n{SQUEEZE}\n{RULES}\n",
+        tree.root(),
+        tree.dir.path().join("proc"),
+        tree.dir.path().join("memweightd.sock"),
+    );
+    let (cfg, rules) = Config::parse(&text, Path::new("t.toml")).expect("valid");
+    ctl.reload(cfg, rules).expect("reload");
+    ctl.tick().await.expect("tick");
+    let state = std::fs::read_to_string(moved.join("state.json")).expect("new state file");
+    assert!(state.contains(&(1990 * MIB).to_string()), "{state}");
+    drop(ctl); // kill -9
+    let (cfg, rules) = Config::parse(&text, Path::new("t.toml")).expect("valid");
+    let mut ctl = Controller::new(cfg, rules).expect("restart");
+    ctl.tick().await.expect("tick");
+    ctl.release_all().await;
+    assert_eq!(high(tree.cg(0)), 1990 * MIB);
+}
