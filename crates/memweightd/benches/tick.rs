@@ -3,9 +3,11 @@
 //! the same files the way `cgroups-rs` does (open, read everything, close, per file).
 //!
 //! The tree lives under `/dev/shm` (tmpfs; a tempdir elsewhere if it is missing): one cgroup in
-//! ten is busy (1–2 GiB, above its share), the rest idle (a few MiB). Capacity is `auto` and
-//! MemAvailable alternates between two values each tick, so the water level moves every tick
-//! like on a host whose load changes: the busy cgroups get writes, the idle ones none.
+//! ten is busy (1–2 GiB, above its share), the rest idle (a few MiB). Capacity is `auto`, with
+//! a reserve of 40 GiB per 1,000 cgroups (about a quarter of what they hold), and MemAvailable
+//! alternates between none and a quarter of the reserve each tick, so the pool is squeezed and
+//! the water level moves every tick like on a host whose load changes: the busy cgroups above
+//! the level get writes, the idle ones none.
 //!
 //! * `tick/n`: one steady-state tick of a `Controller` that has adopted all n cgroups.
 //! * `bare_sampler/n`: the ten files of each of the n cgroups read with `std::fs::read`.
@@ -72,9 +74,14 @@ fn tree(n: usize) -> Tree {
     Tree { dir, proc, cgroups }
 }
 
+/// The reserve for n cgroups: about a quarter of what they hold.
+fn reserve(n: usize) -> u64 {
+    (40 << 30) * n as u64 / 1000
+}
+
 fn meminfo(t: &Tree, available: u64) {
     t.proc.set_meminfo(FakeMeminfo {
-        mem_total: 64 << 30,
+        mem_total: 16 << 40,
         mem_free: available,
         mem_available: available,
         ..FakeMeminfo::default()
@@ -84,11 +91,12 @@ fn meminfo(t: &Tree, available: u64) {
 fn controller(t: &Tree) -> Controller {
     let text = format!(
         "cgroup_root = {:?}\nproc_root = {:?}\nstate_dir = {:?}\n\
-         [capacity]\nreserve = \"1G\"\npsi_threshold = 0.0\n\
+         [capacity]\nreserve = {}\npsi_threshold = 0.0\n\
          [[cgroup]]\nglob = \"pods/*\"\n",
         t.dir.path().join("cg"),
         t.proc.path(),
         t.dir.path().join("state"),
+        reserve(t.cgroups.len()),
     );
     let (cfg, rules) = Config::parse(&text, Path::new("bench.toml")).expect("valid");
     Controller::new(cfg, rules).expect("controller")
@@ -124,10 +132,15 @@ fn bench(c: &mut Criterion) {
     for n in [1_000, 10_000] {
         let t = tree(n);
         // Short of the reserve: the busy cgroups are squeezed, by more or less each tick.
-        let (a, b) = (512 * MIB, 768 * MIB);
+        let (a, b) = (0, reserve(n) / 4);
         meminfo(&t, a);
         let mut ctl = controller(&t);
         rt.block_on(ctl.tick()).expect("first tick");
+        meminfo(&t, b);
+        let r = rt.block_on(ctl.tick()).expect("second tick");
+        let limited = r.cgroups.iter().filter(|c| c.wrote_high.is_some()).count();
+        assert!(r.pool.pressure && limited > n / 20, "{limited} writes");
+        eprintln!("n = {n}: {limited} memory.high writes per tick");
         let mut flip = false;
         g.bench_function(BenchmarkId::new("tick", n), |bch| {
             bch.iter(|| {
