@@ -384,6 +384,21 @@ impl CgroupFs {
         Ok(found)
     }
 
+    /// The cgroup's id: the inode number of its directory, which on cgroupfs is the kernel's
+    /// cgroup id (what `name_to_handle_at` and BPF report). A cgroup removed and created
+    /// again under the same name gets a new id, so the id tells "the same cgroup" from "a
+    /// new one with the old name". `Ok(None)` if the cgroup does not exist.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Escape`] for a bad name, [`Error::Io`] if the directory cannot be inspected
+    /// for a reason other than having been removed.
+    pub fn id(&self, rel: &str) -> Result<Option<u64>, Error> {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = self.resolve(rel)?;
+        Ok(wrap(fs::metadata(&dir), &dir)?.map(|m| m.ino()))
+    }
+
     /// Reads the memory state of cgroup `rel`; `Ok(None)` if it does not exist or was
     /// removed while being read.
     ///
@@ -603,6 +618,23 @@ mod tests {
                 "{bad:?} must be refused"
             );
         }
+    }
+
+    #[test]
+    fn id_changes_when_a_cgroup_is_recreated() {
+        let (dir, cgroups, web) = tree();
+        let first = cgroups.id(WEB).expect("readable").expect("exists");
+        assert_eq!(cgroups.id(WEB).expect("readable"), Some(first), "stable");
+        // The old directory is moved aside before the new one is made, so that a file
+        // system that reuses inode numbers (ext4; kernfs never does) cannot hand it back.
+        let aside = dir.path().join("machine.slice/old");
+        fs::rename(web.path(), &aside).expect("move aside");
+        assert_eq!(cgroups.id(WEB).expect("gone is not an error"), None);
+        let _again = FakeCgroup::new(dir.path(), WEB);
+        let second = cgroups.id(WEB).expect("readable").expect("exists");
+        assert_ne!(first, second);
+        fs::remove_dir_all(aside).expect("remove");
+        assert!(cgroups.id("../x").is_err());
     }
 
     #[test]

@@ -396,6 +396,9 @@ mod tests {
             reclaim: None,
             state: "ok".into(),
             reason: "no pressure".into(),
+            original_high: None,
+            original_low: None,
+            operator: None,
         }
     }
 

@@ -91,6 +91,9 @@ fn status_reply() -> Reply {
             reclaim: None,
             state: "ok".into(),
             reason: "above weighted share by 1167 MiB".into(),
+            original_high: None,
+            original_low: None,
+            operator: None,
         }],
     })
 }

@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
 use crate::capacity::{self, HostView, PsiCut};
-use crate::config::{Amount, Config, Rules, Settings, nests};
+use crate::config::{Amount, Config, Rules, Settings};
 use crate::containers::{self, Containers, LabelError, Snapshot};
 use crate::decide::{self, Knobs, Observed, Originals, Writes};
 use crate::state::{Original, Override, State, StateStore};
@@ -47,8 +47,19 @@ pub enum ControlError {
 #[derive(Debug, Clone)]
 struct Managed {
     settings: Settings,
+    /// The cgroup's own limits: memory.high never above `originals.high`, memory.low never
+    /// below `originals.low`, both restored when the daemon lets go.
     originals: Originals,
+    /// The cgroup's id (directory inode) when adopted; `None` if it could not be read.
+    id: Option<u64>,
+    /// The originals are in the state file on disk: only then may the daemon write.
+    recorded: bool,
+    /// What the daemon believes memory.high and memory.low hold: its own last write, or what
+    /// it read at adoption. Anything else found there was written by someone else.
+    known: Originals,
     reclaim_supported: bool,
+    /// The last change made outside the daemon and adopted as the new original (`explain`).
+    operator: Option<String>,
 }
 
 /// How one cgroup's settings were put together: config rule < container label < override.
@@ -139,6 +150,8 @@ pub struct Controller {
     proc: ProcFs,
     store: StateStore,
     state: State,
+    /// `state` differs from the state file: saved once, at the end of the bookkeeping step.
+    dirty: bool,
     managed: BTreeMap<String, Managed>,
     jobs: BTreeMap<String, JoinHandle<JobResult>>,
     warned: BTreeSet<String>,
@@ -151,6 +164,27 @@ pub struct Controller {
     containers: Option<Containers>,
     snap: Arc<Snapshot>,
 }
+
+/// What became of one attempt to put a recorded original back.
+#[derive(Debug)]
+enum Restored {
+    /// Written.
+    Done,
+    /// The cgroup is gone: nothing to restore.
+    Gone,
+    /// A different cgroup (another id) has the name now: the original is not its own.
+    Replaced,
+    /// The write or the id check failed; the original is kept and tried again.
+    Failed(String),
+}
+
+/// Shutdown restores at most this long, so the whole stop fits systemd's `TimeoutStopSec=30`
+/// with the waits for write jobs; what is left stays in the state file for the next start.
+const RESTORE_BUDGET: Duration = Duration::from_secs(20);
+/// Restores between two progress lines in the log.
+const PROGRESS_EVERY: usize = 1000;
+/// Adoptions in one tick above which they are summarised in the log instead of listed.
+const ADOPTIONS_LISTED: usize = 50;
 
 impl Controller {
     /// Checks the cgroup root and the configured cgroups and loads the persisted state.
@@ -170,7 +204,26 @@ impl Controller {
         }
         let proc = ProcFs::new(&cfg.proc_root);
         let store = StateStore::new(&cfg.state_dir);
-        let state = store.load()?;
+        let mut state = store.load()?;
+        let boot_id = std::fs::read_to_string(cfg.proc_root.join("sys/kernel/random/boot_id"))
+            .ok()
+            .map(|b| b.trim().to_owned());
+        let mut dirty = false;
+        if let (Some(was), Some(now)) = (&state.boot_id, &boot_id)
+            && was != now
+            && !(state.originals.is_empty() && state.ancestors.is_empty())
+        {
+            info!(
+                originals = state.originals.len(),
+                ancestors = state.ancestors.len(),
+                "the state file's originals are from an earlier boot: every cgroup is new since,                  so none is restored (dropped)"
+            );
+            state.originals.clear();
+            state.ancestors.clear();
+            dirty = true;
+        }
+        // Saved with the next change; a dry run with nothing recorded writes no file for it.
+        state.boot_id = boot_id.or(state.boot_id);
         if !cfg.protect_ancestors {
             info!(
                 "protect_ancestors = false: the kernel caps the memory.low of managed cgroups \
@@ -184,6 +237,7 @@ impl Controller {
             proc,
             store,
             state,
+            dirty,
             managed: BTreeMap::new(),
             jobs: BTreeMap::new(),
             warned: BTreeSet::new(),
@@ -297,7 +351,8 @@ impl Controller {
     }
 
     /// Replaces the configuration (reload). Cgroups that stay managed keep their originals;
-    /// those no longer named are released at the next tick.
+    /// those no longer named are released at the next tick. Switching to `enforce = false`
+    /// restores, at the next tick, every limit the daemon wrote.
     pub fn reload(&mut self, cfg: Config, rules: Rules) -> Result<(), ControlError> {
         let fs = CgroupFs::new(&cfg.cgroup_root)?;
         fs.check_v2()?;
@@ -307,6 +362,11 @@ impl Controller {
             self.fs = Arc::new(fs);
         }
         self.proc = ProcFs::new(&cfg.proc_root);
+        if cfg.state_dir != self.cfg.state_dir {
+            // Everything recorded must be in the file the next start will read.
+            self.store = StateStore::new(&cfg.state_dir);
+            self.dirty = true;
+        }
         self.cfg = cfg;
         self.rules = rules;
         if let Some(c) = &self.containers {
@@ -391,11 +451,30 @@ impl Controller {
         Some(r.settings)
     }
 
+    /// Saves the state now (overrides); a dry run keeps no state of its own.
     fn persist(&mut self) -> Result<(), ControlError> {
         if self.cfg.enforce {
             self.store.save(&self.state)?;
+            self.dirty = false;
         }
         Ok(())
+    }
+
+    /// Saves the state if it changed; returns whether the file now matches it.
+    fn flush(&mut self) -> bool {
+        if !self.dirty {
+            return true;
+        }
+        match self.store.save(&self.state) {
+            Ok(()) => {
+                self.dirty = false;
+                true
+            }
+            Err(e) => {
+                error!(error = %e, "cannot save the state file; trying again next tick");
+                false
+            }
+        }
     }
 
     fn warn_once(&mut self, key: &str, f: impl FnOnce()) {
@@ -405,6 +484,9 @@ impl Controller {
     }
 
     /// The cgroups the rules name now, with nested ones left out (and reported once).
+    ///
+    /// `O(n log n)` in the number of cgroups: paths come sorted, so an outer cgroup is always
+    /// accepted before anything inside it, and each path looks up only its own ancestors.
     fn discover(&mut self) -> Vec<(String, Settings)> {
         let mut found: BTreeSet<String> = self.rules.exact_paths().map(str::to_owned).collect();
         if self.rules.depth() > 0 {
@@ -424,13 +506,14 @@ impl Controller {
                 }
             }
         }
-        let mut out: Vec<(String, Settings)> = Vec::new();
-        for path in found {
-            if let Some(outer) = out
-                .iter()
-                .find(|(o, _)| nests(o, &path))
-                .map(|(o, _)| o.clone())
-            {
+        let mut accepted: BTreeSet<&str> = BTreeSet::new();
+        let mut out: Vec<(String, Settings)> = Vec::with_capacity(found.len());
+        for path in &found {
+            let outer = path
+                .match_indices('/')
+                .map(|(i, _)| &path[..i])
+                .find(|a| accepted.contains(a));
+            if let Some(outer) = outer {
                 self.warn_once(&format!("nest:{path}"), || {
                     error!(cgroup = %path, inside = %outer,
                         "not managing a cgroup nested inside another managed cgroup; \
@@ -438,62 +521,287 @@ impl Controller {
                 });
                 continue;
             }
-            if let Some(s) = self.settings_warning_labels(&path) {
-                out.push((path, s));
+            if let Some(s) = self.settings_warning_labels(path) {
+                accepted.insert(path);
+                out.push((path.clone(), s));
             }
         }
+        // Warnings about cgroups that are gone may be given again if they come back.
+        self.warned.retain(|k| match k.split_once(':') {
+            Some(("anc" | "restore" | "label", _)) | None => true,
+            Some((_, p)) => found.contains(p),
+        });
         out
     }
 
-    fn adopt(
-        &mut self,
-        path: &str,
-        settings: Settings,
-        sample: &CgroupSample,
-    ) -> Result<(), ControlError> {
-        let originals = match self.state.originals.get(path) {
-            // Adopted before a restart: what the file says now may be our own write.
-            Some(o) => parse_original(o),
-            None => {
-                let o = Originals {
-                    high: sample.high,
-                    low: sample.low,
-                };
-                self.state.originals.insert(
-                    path.to_owned(),
-                    Original {
-                        high: o.high.to_string(),
-                        low: o.low.to_string(),
-                    },
-                );
-                self.persist()?;
-                o
+    /// Starts managing a cgroup seen for the first time (this run).
+    ///
+    /// An original recorded for this path by an earlier run is used only if it belongs to the
+    /// same cgroup (same id): one recorded for a cgroup that was removed and created again
+    /// under the same name is dropped. The cgroup is not written to until its originals are in
+    /// the state file ([`Controller::record_originals`]).
+    fn adopt(&mut self, path: &str, settings: Settings, s: &CgroupSample) {
+        let id = match self.fs.id(path) {
+            Ok(id) => id,
+            Err(e) => {
+                warn!(cgroup = %path, error = %e, "cannot read the cgroup's id");
+                None
             }
         };
-        info!(cgroup = %path, weight = settings.weight, original_high = %originals.high,
-            original_low = %originals.low, "adopted cgroup");
+        let sampled = Originals {
+            high: s.high,
+            low: s.low,
+        };
+        let mut resumed = None;
+        if let Some(o) = self.state.originals.get_mut(path) {
+            match (o.id, id) {
+                (Some(was), Some(now)) if was != now => {
+                    info!(cgroup = %path, recorded_id = was, id = now,
+                        "dropping the original recorded for an earlier cgroup of this name: it \
+                         was removed and created again while memweightd was not managing it");
+                    self.state.originals.remove(path);
+                    self.dirty = true;
+                }
+                _ => {
+                    if o.id.is_none() && id.is_some() {
+                        // A version 1 entry: tie it to the cgroup from now on.
+                        o.id = id;
+                        self.dirty = true;
+                    }
+                    resumed = Some(parse_original(o));
+                }
+            }
+        }
+        let mut operator = None;
+        let (originals, recorded) = match resumed {
+            // Adopted before a restart: what the files say now is presumably our own write,
+            // except a memory.high above the original, which the daemon never writes.
+            Some(mut o) => {
+                if limit_above(s.high, o.high) {
+                    operator = Some(self.operator_note("memory.high", s.high));
+                    warn!(cgroup = %path, high = %s.high, was = %o.high,
+                        "memory.high was raised outside memweightd while it was not running; \
+                         keeping it as the cgroup's original and ceiling");
+                    o.high = s.high;
+                    self.record_entry(path, o, id);
+                }
+                (o, self.cfg.enforce)
+            }
+            None => (sampled, false),
+        };
+        debug!(cgroup = %path, weight = settings.weight, original_high = %originals.high,
+            original_low = %originals.low, resumed = recorded, "adopted cgroup");
         self.counters.adopted += 1;
         self.managed.insert(
             path.to_owned(),
             Managed {
                 settings,
                 originals,
+                id,
+                recorded,
+                known: sampled,
                 reclaim_supported: true,
+                operator,
             },
         );
-        Ok(())
     }
 
-    /// Restores one cgroup's originals and forgets it.
-    fn release(&mut self, path: &str) {
-        if let Some(m) = self.managed.remove(path) {
-            if self.cfg.enforce {
-                restore(&self.fs, path, &m.originals);
+    fn operator_note(&self, file: &str, value: Limit) -> String {
+        format!(
+            "{file} set to {value} outside memweightd (seen at tick {}); kept as the cgroup's \
+             original",
+            self.ticks
+        )
+    }
+
+    /// Writes `o` as the recorded original of `path` in the state (saved at the tick's end).
+    fn record_entry(&mut self, path: &str, o: Originals, id: Option<u64>) {
+        self.state.originals.insert(
+            path.to_owned(),
+            Original {
+                high: o.high.to_string(),
+                low: o.low.to_string(),
+                id,
+            },
+        );
+        self.dirty = true;
+    }
+
+    /// Checks a managed cgroup's files against what the daemon last wrote there: a difference
+    /// is an operator's change (or the cgroup was created again under the same name).
+    fn reconcile(&mut self, path: &str, settings: Settings, s: &CgroupSample) {
+        let busy = self.jobs.contains_key(path);
+        let Some(m) = self.managed.get_mut(path) else {
+            self.adopt(path, settings, s);
+            return;
+        };
+        m.settings = settings;
+        if busy {
+            // A write of ours may be landing now; look again when it is done.
+            return;
+        }
+        let high_changed = !same_pages(s.high, m.known.high);
+        let low_changed = !same_pages(s.low, m.known.low);
+        if !high_changed && !low_changed {
+            return;
+        }
+        let was = m.id;
+        let now = self.fs.id(path).ok().flatten();
+        if was.is_some() && now.is_some() && was != now {
+            info!(cgroup = %path, "cgroup was removed and created again; adopting it afresh");
+            self.managed.remove(path);
+            if self.state.originals.remove(path).is_some() {
+                self.dirty = true;
             }
-            info!(cgroup = %path, "released cgroup; original limits restored");
+            self.adopt(path, settings, s);
+            return;
+        }
+        let high_note = high_changed.then(|| self.operator_note("memory.high", s.high));
+        let low_note = low_changed.then(|| self.operator_note("memory.low", s.low));
+        let Some(m) = self.managed.get_mut(path) else {
+            return;
+        };
+        if high_changed {
+            warn!(cgroup = %path, high = %s.high, wrote = %m.known.high,
+                "memory.high was changed outside memweightd; keeping it as the cgroup's \
+                 original and ceiling");
+            m.originals.high = s.high;
+            m.known.high = s.high;
+        }
+        if low_changed {
+            warn!(cgroup = %path, low = %s.low, wrote = %m.known.low,
+                "memory.low was changed outside memweightd; keeping it as the cgroup's original");
+            m.originals.low = s.low;
+            m.known.low = s.low;
+        }
+        m.operator = high_note.or(low_note);
+        let (recorded, originals, id) = (m.recorded, m.originals, m.id);
+        if recorded {
+            self.record_entry(path, originals, id);
+        }
+    }
+
+    /// Records the originals of cgroups adopted this tick (enforcing only), with every other
+    /// state change, in one save. Cgroups whose originals could not be saved are not written
+    /// to: they are recorded again next tick.
+    fn record_originals(&mut self) {
+        let mut pending = Vec::new();
+        if self.cfg.enforce {
+            for (p, m) in &self.managed {
+                if !m.recorded {
+                    pending.push((p.clone(), m.originals, m.id));
+                }
+            }
+            for (p, o, id) in &pending {
+                self.record_entry(p, *o, *id);
+            }
+        }
+        if self.flush() {
+            for (p, _, _) in &pending {
+                if let Some(m) = self.managed.get_mut(p) {
+                    m.recorded = true;
+                }
+            }
+        } else if !pending.is_empty() {
+            warn!(
+                cgroups = pending.len(),
+                "their original limits are not on disk; not writing to them until the state \
+                 file can be saved"
+            );
+            // Not on disk, so not in the state either: a restart reads them afresh.
+            for (p, _, _) in &pending {
+                self.state.originals.remove(p);
+            }
+        }
+    }
+
+    /// Puts back every recorded original whose cgroup the daemon does not hold (released,
+    /// no longer named, left by an earlier run, or in a dry run), then forgets it. A restore
+    /// that fails keeps the original, and is tried again at the next tick. Stops early (the
+    /// rest stays recorded) once `deadline` has passed.
+    fn restore_recorded(&mut self, wanted: &BTreeSet<&str>, deadline: Option<Instant>) {
+        let todo: Vec<(String, Original)> = self
+            .state
+            .originals
+            .iter()
+            .filter(|(p, _)| {
+                !self.managed.get(*p).is_some_and(|m| m.recorded)
+                    && !self.jobs.contains_key(*p)
+                    && (self.managed.contains_key(*p) || !wanted.contains(p.as_str()))
+            })
+            .map(|(p, o)| (p.clone(), o.clone()))
+            .collect();
+        let total = todo.len();
+        for (i, (path, o)) in todo.into_iter().enumerate() {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                error!(
+                    left = total - i,
+                    "out of time restoring original limits; the rest stay in the state file \
+                     and are restored at the next start"
+                );
+                break;
+            }
+            if total >= PROGRESS_EVERY && i > 0 && i % PROGRESS_EVERY == 0 {
+                info!(done = i, total, "restoring original limits");
+            }
+            let orig = parse_original(&o);
+            match restore(&self.fs, &path, &orig, o.id) {
+                Restored::Done => {
+                    debug!(cgroup = %path, high = %orig.high, low = %orig.low,
+                        "original limits restored");
+                    self.warned.remove(&format!("restore:{path}"));
+                    if let Some(m) = self.managed.get_mut(&path) {
+                        m.known = orig;
+                    }
+                }
+                Restored::Gone => debug!(cgroup = %path, "cgroup gone; nothing to restore"),
+                Restored::Replaced => info!(cgroup = %path,
+                    "not restoring: the cgroup was removed and created again, so the recorded \
+                     original is not its own; dropped"),
+                Restored::Failed(e) => {
+                    self.counters.write_errors += 1;
+                    self.warn_once(&format!("restore:{path}"), || {
+                        error!(cgroup = %path, error = %e,
+                            "could not restore the original limits; keeping them recorded and \
+                             trying again every tick");
+                    });
+                    continue;
+                }
+            }
+            self.state.originals.remove(&path);
+            self.dirty = true;
+        }
+        if total >= PROGRESS_EVERY {
+            info!(total, "restoring original limits: done");
+        }
+    }
+
+    /// Stops managing a cgroup: its originals, if recorded, are restored by
+    /// [`Controller::restore_recorded`].
+    fn release(&mut self, path: &str) {
+        if self.managed.remove(path).is_some() {
+            info!(cgroup = %path, "released cgroup");
             self.counters.released += 1;
         }
-        self.state.originals.remove(path);
+    }
+
+    /// Forgets a cgroup that no longer exists.
+    fn forget(&mut self, path: &str) {
+        if self.managed.remove(path).is_some() {
+            info!(cgroup = %path, "cgroup vanished; dropped");
+            self.counters.released += 1;
+        }
+        if self.state.originals.remove(path).is_some() {
+            self.dirty = true;
+        }
+        if self.state.overrides.remove(path).is_some() {
+            info!(cgroup = %path, "runtime override of a vanished cgroup removed");
+            self.dirty = true;
+        }
+        self.last_originals.remove(path);
+        for kind in ["read", "nomem", "nest", "restore"] {
+            self.warned.remove(&format!("{kind}:{path}"));
+        }
     }
 
     async fn collect_jobs(&mut self, wait: Duration) {
@@ -539,18 +847,25 @@ impl Controller {
         for e in &r.errors {
             warn!(cgroup = %r.path, error = %e, "write failed");
         }
-        if r.reclaim_unsupported
-            && let Some(m) = self.managed.get_mut(&r.path)
-        {
-            m.reclaim_supported = false;
-            info!(cgroup = %r.path, "memory.reclaim not supported here; using memory.high alone");
+        if let Some(m) = self.managed.get_mut(&r.path) {
+            if let Some(h) = r.writes.high {
+                m.known.high = h;
+            }
+            if let Some(l) = r.writes.low {
+                m.known.low = l;
+            }
+            if r.reclaim_unsupported {
+                m.reclaim_supported = false;
+                info!(cgroup = %r.path, "memory.reclaim not supported here; using memory.high alone");
+            }
         }
         if r.gone {
             debug!(cgroup = %r.path, "cgroup vanished during a write");
         }
     }
 
-    /// Runs one tick. Errors on single cgroups are logged and counted, never fatal.
+    /// Runs one tick. Errors on single cgroups are logged and counted, never fatal: one
+    /// cgroup that cannot be read, recorded or written never stops the others.
     pub async fn tick(&mut self) -> Result<&TickReport, ControlError> {
         let started = Instant::now();
         self.ticks += 1;
@@ -559,58 +874,51 @@ impl Controller {
             self.snap = c.snapshot();
         }
 
-        // Discover: adopt new cgroups, release those no longer named.
+        // Discover: release cgroups no longer named.
         let wanted = self.discover();
-        let wanted_set: BTreeSet<&str> = wanted.iter().map(|(p, _)| p.as_str()).collect();
-        let leaving: Vec<String> = self
-            .managed
-            .keys()
-            .filter(|p| !wanted_set.contains(p.as_str()) && !self.jobs.contains_key(*p))
-            .cloned()
-            .collect();
+        let leaving: Vec<String> = {
+            let wanted_set: BTreeSet<&str> = wanted.iter().map(|(p, _)| p.as_str()).collect();
+            self.managed
+                .keys()
+                .filter(|p| !wanted_set.contains(p.as_str()))
+                .cloned()
+                .collect()
+        };
         for p in leaving {
-            self.release(&p);
-        }
-        // Recorded by an earlier run (killed before it could restore) but not named now.
-        let stale: Vec<(String, Original)> = self
-            .state
-            .originals
-            .iter()
-            .filter(|(p, _)| !wanted_set.contains(p.as_str()) && !self.managed.contains_key(*p))
-            .map(|(p, o)| (p.clone(), o.clone()))
-            .collect();
-        if !stale.is_empty() {
-            for (p, o) in &stale {
-                if self.cfg.enforce {
-                    restore(&self.fs, p, &parse_original(o));
-                }
-                info!(cgroup = %p, "restored limits recorded by an earlier run");
-                self.state.originals.remove(p);
+            // A glob no longer matches a container that exited: gone, not released.
+            if matches!(self.fs.id(&p), Ok(None)) && !self.jobs.contains_key(&p) {
+                self.forget(&p);
+            } else {
+                self.release(&p);
             }
-            self.persist()?;
+        }
+        if !self.cfg.enforce {
+            // A dry run holds nothing: what an enforcing run wrote is put back below.
+            for m in self.managed.values_mut() {
+                m.recorded = false;
+            }
         }
 
-        // Sample.
+        // Sample; adopt new cgroups; notice operators' changes.
         let mut rows: Vec<(String, Settings, CgroupSample)> = Vec::with_capacity(wanted.len());
         let mut vanished = Vec::new();
-        for (path, settings) in wanted {
-            match self.fs.sample(&path) {
+        let mut adopted: Vec<String> = Vec::new();
+        for (path, settings) in &wanted {
+            match self.fs.sample(path) {
                 Ok(Some(s)) => {
-                    if !self.managed.contains_key(&path) {
-                        self.adopt(&path, settings, &s)?;
+                    if !self.managed.contains_key(path) {
+                        adopted.push(path.clone());
                     }
-                    if let Some(m) = self.managed.get_mut(&path) {
-                        m.settings = settings;
-                    }
-                    rows.push((path, settings, s));
+                    self.reconcile(path, *settings, &s);
+                    rows.push((path.clone(), *settings, s));
                 }
-                Ok(None) if self.managed.contains_key(&path) => vanished.push(path),
                 Ok(None) => {
+                    vanished.push(path.clone());
                     // Not there yet (an exact path), or there without the memory controller.
-                    let exists = self.fs.resolve(&path).is_ok_and(|d| d.is_dir());
-                    if exists && !self.fs.memory_enabled_for(&path).unwrap_or(true) {
+                    let exists = self.fs.resolve(path).is_ok_and(|d| d.is_dir());
+                    if exists && !self.fs.memory_enabled_for(path).unwrap_or(true) {
                         self.warn_once(&format!("nomem:{path}"), || {
-                            error!(cgroup = %path, "{}", no_memory_controller(&path));
+                            error!(cgroup = %path, "{}", no_memory_controller(path));
                         });
                     }
                 }
@@ -622,17 +930,27 @@ impl Controller {
                 }
             }
         }
-        let mut state_changed = false;
         for path in vanished {
-            if self.managed.remove(&path).is_some() {
-                info!(cgroup = %path, "cgroup vanished; dropped");
-                self.counters.released += 1;
+            if !self.jobs.contains_key(&path) {
+                self.forget(&path);
             }
-            state_changed |= self.state.originals.remove(&path).is_some();
         }
-        if state_changed {
-            self.persist()?;
+        if adopted.len() > ADOPTIONS_LISTED {
+            info!(
+                cgroups = adopted.len(),
+                "adopted cgroups (each one is logged at debug level)"
+            );
+        } else {
+            for p in &adopted {
+                if let Some(m) = self.managed.get(p) {
+                    info!(cgroup = %p, weight = m.settings.weight, original_high = %m.originals.high,
+                        original_low = %m.originals.low, "adopted cgroup");
+                }
+            }
         }
+        let wanted_set: BTreeSet<&str> = wanted.iter().map(|(p, _)| p.as_str()).collect();
+        self.restore_recorded(&wanted_set, None);
+        self.record_originals();
 
         let host = match self.proc.host() {
             Ok(h) => h,
@@ -643,11 +961,9 @@ impl Controller {
             }
         };
 
-        let report = self.compute_and_enforce(&rows, &host).await;
-        let mut report = report;
+        let mut report = self.compute_and_enforce(&rows, &host).await;
         report.pool.duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.last = Some(report);
-        Ok(self.last.as_ref().expect("just set"))
+        Ok(self.last.insert(report))
     }
 
     async fn compute_and_enforce(
@@ -729,6 +1045,9 @@ impl Controller {
             let busy = self.jobs.contains_key(path);
             let state = if !self.cfg.enforce {
                 "dry-run"
+            } else if !m.recorded {
+                // The originals could not be saved: nothing is written until they are.
+                "pending"
             } else if busy {
                 "busy"
             } else {
@@ -739,7 +1058,12 @@ impl Controller {
                     high = ?writes.high.map(|h| h.to_string()), low = ?writes.low.map(|l| l.to_string()),
                     reclaim = ?writes.reclaim, state, "decided writes");
             }
-            if self.cfg.enforce && !busy && !writes.is_empty() {
+            let (original_high, original_low, operator) = (
+                Some(m.originals.high.to_string()),
+                Some(m.originals.low.to_string()),
+                m.operator.clone(),
+            );
+            if self.cfg.enforce && m.recorded && !busy && !writes.is_empty() {
                 let fs = Arc::clone(&self.fs);
                 let stopping = Arc::clone(&self.stopping);
                 let p = path.clone();
@@ -779,6 +1103,9 @@ impl Controller {
                 reclaim: writes.reclaim,
                 state: state.to_owned(),
                 reason: d.reason.to_string(),
+                original_high,
+                original_low,
+                operator,
             });
         }
         // Give quick writes a chance to land within this tick; slow ones are picked up later.
@@ -789,6 +1116,9 @@ impl Controller {
                 .map(|r| (r.cgroup.as_str(), r.entitlement))
                 .collect();
             self.protect_ancestors(&ancestor_lows(&lows));
+        } else if !self.state.ancestors.is_empty() {
+            // Dry run, or protect_ancestors turned off by a reload: put the ancestors back.
+            self.protect_ancestors(&BTreeMap::new());
         }
 
         TickReport {
@@ -817,70 +1147,98 @@ impl Controller {
         }
     }
 
-    /// Restores every managed cgroup's original limits (shutdown).
+    /// Restores every recorded original (shutdown), with progress in the log and within
+    /// 20 seconds.
     ///
     /// Write jobs still in the kernel are told to stop before their next write and waited for
-    /// (bounded); a job that lands its write after the restore is followed by a second restore
-    /// of that cgroup.
+    /// (bounded, all against one deadline); a job that lands a write after the restore is
+    /// followed by a second restore of that cgroup.
     pub async fn release_all(&mut self) {
         self.stopping.store(true, Ordering::SeqCst);
-        self.collect_jobs(Duration::from_secs(3)).await;
+        self.collect_jobs(Duration::from_secs(2)).await;
         self.release_all_now();
         if !self.jobs.is_empty() {
             warn!(
                 cgroups = self.jobs.len(),
-                "write jobs still blocked in the kernel; waiting up to 10s"
+                "write jobs still blocked in the kernel; waiting up to 5s"
             );
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
             let late: Vec<(String, JoinHandle<JobResult>)> =
                 std::mem::take(&mut self.jobs).into_iter().collect();
             for (path, handle) in late {
-                if let Ok(Ok(r)) = tokio::time::timeout(Duration::from_secs(10), handle).await
-                    && r.writes.high.is_some()
+                if let Ok(Ok(r)) = tokio::time::timeout_at(deadline, handle).await
+                    && (r.writes.high.is_some() || r.writes.low.is_some())
                     && let Some(o) = self.last_originals.remove(&path)
                 {
-                    restore(&self.fs, &path, &o);
+                    let id = self.state.originals.get(&path).and_then(|e| e.id);
+                    if let Restored::Failed(e) = restore(&self.fs, &path, &o, id) {
+                        error!(cgroup = %path, error = %e,
+                            "could not restore after a late write; keeping the original recorded");
+                        self.record_entry(&path, o, id);
+                    }
                 }
             }
         }
-        if let Err(e) = self.persist() {
-            error!(error = %e, "could not record the released state");
+        if !self.flush() {
+            error!("could not record the released state");
         }
     }
 
+    /// Lets go of every cgroup and restores every recorded original now.
     fn release_all_now(&mut self) {
-        let paths: Vec<String> = self.managed.keys().cloned().collect();
-        for p in paths {
-            if let Some(m) = self.managed.get(&p) {
-                self.last_originals.insert(p.clone(), m.originals);
-            }
-            self.release(&p);
+        let n = self.managed.len();
+        self.last_originals.clear();
+        for (p, m) in std::mem::take(&mut self.managed) {
+            self.last_originals.insert(p, m.originals);
         }
-        if self.cfg.enforce {
-            self.protect_ancestors(&BTreeMap::new());
-        }
+        self.counters.released += n as u64;
+        let started = Instant::now();
+        let total = self.state.originals.len();
+        let in_flight: Vec<String> = self.jobs.keys().cloned().collect();
+        // At shutdown a job still in the kernel has already set its value (the kernel sets
+        // memory.high before it reclaims); restoring over it now is what we want.
+        let jobs = std::mem::take(&mut self.jobs);
+        self.restore_recorded(&BTreeSet::new(), Some(started + RESTORE_BUDGET));
+        self.jobs = jobs;
+        let left = self.state.originals.len();
+        info!(
+            cgroups = n,
+            restored = total - left,
+            left,
+            in_flight = in_flight.len(),
+            elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "released every cgroup"
+        );
+        self.protect_ancestors(&BTreeMap::new());
     }
 
     /// Sets each ancestor's `memory.low` to `max(its original, wanted)`; ancestors no longer
-    /// wanted get their original back. Originals are recorded before the first write.
+    /// wanted get their original back (kept and retried if that fails). Originals are
+    /// recorded, in one save, before the first write.
     fn protect_ancestors(&mut self, wanted: &BTreeMap<String, u64>) {
-        let mut changed = false;
-        let stale: Vec<String> = self
+        let stale: Vec<(String, String)> = self
             .state
             .ancestors
-            .keys()
-            .filter(|a| !wanted.contains_key(*a))
-            .cloned()
+            .iter()
+            .filter(|(a, _)| !wanted.contains_key(*a))
+            .map(|(a, o)| (a.clone(), o.clone()))
             .collect();
-        for a in stale {
-            if let Some(orig) = self.state.ancestors.remove(&a) {
-                let low = memweight_cgroupfs::parse::limit(&orig).unwrap_or(Limit::Bytes(0));
-                if let Err(e) = self.fs.write_low(&a, low) {
-                    self.counters.write_errors += 1;
-                    warn!(cgroup = %a, error = %e, "could not restore an ancestor's memory.low");
+        for (a, orig) in stale {
+            let low = memweight_cgroupfs::parse::limit(&orig).unwrap_or(Limit::Bytes(0));
+            match self.fs.write_low(&a, low) {
+                Ok(_) => {
+                    self.state.ancestors.remove(&a);
+                    self.dirty = true;
                 }
-                changed = true;
+                Err(e) => {
+                    self.counters.write_errors += 1;
+                    warn!(cgroup = %a, error = %e,
+                        "could not restore an ancestor's memory.low; trying again next tick");
+                }
             }
         }
+        let mut raise: Vec<(String, Limit)> = Vec::new();
+        let mut new: Vec<String> = Vec::new();
         for (a, &sum) in wanted {
             let current = match read_low(&self.fs, a) {
                 Ok(Some(l)) => l,
@@ -905,23 +1263,26 @@ impl Controller {
             }
             if !self.state.ancestors.contains_key(a) {
                 self.state.ancestors.insert(a.clone(), current.to_string());
-                changed = true;
-                if let Err(e) = self.persist() {
-                    warn!(error = %e, "cannot record an ancestor's memory.low; not raising it");
-                    self.state.ancestors.remove(a);
-                    continue;
-                }
+                self.dirty = true;
+                new.push(a.clone());
             }
-            match self.fs.write_low(a, want) {
+            raise.push((a.clone(), want));
+        }
+        if !self.flush() && !new.is_empty() {
+            warn!("cannot record ancestors' memory.low; not raising them");
+            for a in &new {
+                self.state.ancestors.remove(a);
+            }
+            raise.retain(|(a, _)| !new.contains(a));
+        }
+        for (a, want) in raise {
+            match self.fs.write_low(&a, want) {
                 Ok(_) => self.counters.writes_low += 1,
                 Err(e) => {
                     self.counters.write_errors += 1;
                     warn!(cgroup = %a, error = %e, "could not raise an ancestor's memory.low");
                 }
             }
-        }
-        if changed && let Err(e) = self.persist() {
-            warn!(error = %e, "cannot record ancestors' memory.low");
         }
     }
 }
@@ -1085,15 +1446,36 @@ fn apply(fs: &CgroupFs, path: &str, writes: Writes, stopping: &AtomicBool) -> Jo
     r
 }
 
-/// Writes a cgroup's original memory.high and memory.low back; a vanished cgroup is fine.
-fn restore(fs: &CgroupFs, path: &str, o: &Originals) {
-    for (file, res) in [
-        ("memory.high", fs.write_high(path, o.high)),
-        ("memory.low", fs.write_low(path, o.low)),
-    ] {
-        if let Err(e) = res {
-            error!(cgroup = %path, file, error = %e, "could not restore the original limit");
+/// Writes a cgroup's original memory.high and memory.low back, if the cgroup at `path` is
+/// still the one they were recorded for (`id`; `None`: recorded before ids were kept).
+fn restore(fs: &CgroupFs, path: &str, o: &Originals, id: Option<u64>) -> Restored {
+    match fs.id(path) {
+        Ok(None) => return Restored::Gone,
+        Ok(Some(now)) if id.is_some_and(|was| was != now) => return Restored::Replaced,
+        Ok(Some(_)) => {}
+        Err(e) => return Restored::Failed(e.to_string()),
+    }
+    for res in [fs.write_high(path, o.high), fs.write_low(path, o.low)] {
+        match res {
+            Ok(Written::Done) => {}
+            Ok(Written::Gone) => return Restored::Gone,
+            Err(e) => return Restored::Failed(e.to_string()),
         }
+    }
+    Restored::Done
+}
+
+/// Whether `a` allows more than `b` (`max` allows the most).
+fn limit_above(a: Limit, b: Limit) -> bool {
+    a.bytes().unwrap_or(u64::MAX) > b.bytes().unwrap_or(u64::MAX)
+}
+
+/// Whether two limits are the same to the kernel, which keeps them in whole pages (a value
+/// written is read back rounded down to a page).
+fn same_pages(a: Limit, b: Limit) -> bool {
+    match (a, b) {
+        (Limit::Bytes(x), Limit::Bytes(y)) => x / decide::PAGE == y / decide::PAGE,
+        (x, y) => x == y,
     }
 }
 

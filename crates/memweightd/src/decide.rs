@@ -7,8 +7,12 @@
 //! * `memory.high` is never below the cgroup's floor (configured `min`, what cannot be reclaimed
 //!   because there is no swap room for it, and an absolute minimum);
 //! * it drops by at most `max_step` per tick (raising is never limited);
-//! * it never goes above the value the cgroup had when adopted (the operator's own limit);
-//! * values are page-aligned, and only values that differ from the kernel's are written.
+//! * it never goes above the cgroup's original value (the operator's own limit: the value at
+//!   adoption, or a later one an operator wrote);
+//! * `memory.low` never goes below the original `memory.low` (the operator's own protection);
+//! * values are page-aligned, and only writes that change what the kernel does are made: a
+//!   value equal to the kernel's is not written, and neither is a change between two values
+//!   that both lie at least [`headroom`] above usage (see [`inert`]).
 
 use memweight_cgroupfs::Limit;
 use memweight_policy::Decision;
@@ -18,6 +22,35 @@ pub const PAGE: u64 = 4096;
 /// `memory.low` is written in steps of this many bytes, so that usage drifting by a few pages
 /// does not cause a write every tick.
 pub const LOW_GRANULE: u64 = 4 << 20;
+
+/// Least distance between usage and a limit for a change of that limit to be [`inert`].
+pub const QUIET_HEADROOM: u64 = 32 << 20;
+
+/// How far above usage both the old and the new value of a limit must lie for the change to
+/// be left unwritten: [`QUIET_HEADROOM`] or an eighth of usage, whichever is larger.
+#[must_use]
+pub fn headroom(usage: u64) -> u64 {
+    QUIET_HEADROOM.max(usage / 8)
+}
+
+/// Whether changing a limit from `old` to `new` would not change what the kernel does before
+/// the next tick.
+///
+/// `memory.high` throttles and `memory.low` protects only the memory a cgroup actually
+/// uses: a limit above usage has the same effect as any other limit above usage (the kernel
+/// uses `min(usage, low)` as a cgroup's claim on protection, and never reclaims at
+/// `memory.high` below it). So when both values lie at least [`headroom`] above usage, the
+/// write is skipped: the cgroup would have to grow by more than the headroom within one tick
+/// to notice, and the next tick decides again with the new usage. An idle or empty cgroup
+/// whose level moves with the pool therefore costs no writes.
+#[must_use]
+pub fn inert(usage: u64, old: Limit, new: Limit) -> bool {
+    let lowest = old
+        .bytes()
+        .unwrap_or(u64::MAX)
+        .min(new.bytes().unwrap_or(u64::MAX));
+    lowest >= usage.saturating_add(headroom(usage))
+}
 
 /// What the daemon knows about one cgroup this tick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +69,8 @@ pub struct Observed {
     pub low: Limit,
 }
 
-/// The cgroup's limits when adopted: never exceeded, restored when the daemon lets go.
+/// The cgroup's own limits (at adoption, or as an operator later set them): `high` is never
+/// exceeded, `low` never undercut, and both are restored when the daemon lets go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Originals {
     /// memory.high at adoption.
@@ -121,15 +155,23 @@ pub fn decide(
         }
         _ => orig.high,
     };
-    if want_high != obs.high {
+    if want_high != obs.high && !inert(obs.usage, obs.high, want_high) {
         w.high = Some(want_high);
     }
 
-    // memory.low: the entitlement, never above the memory.high being set.
+    // memory.low: the entitlement, at least the original, never above the memory.high being
+    // set.
     let high_bytes = want_high.bytes().unwrap_or(u64::MAX);
-    let low = (entitlement / LOW_GRANULE * LOW_GRANULE).min(high_bytes);
-    let want_low = Limit::Bytes(low);
-    if want_low != obs.low {
+    let orig_low = orig.low.bytes().unwrap_or(u64::MAX);
+    let low = (entitlement / LOW_GRANULE * LOW_GRANULE)
+        .max(orig_low)
+        .min(high_bytes);
+    let want_low = if low == u64::MAX {
+        Limit::Max
+    } else {
+        Limit::Bytes(low)
+    };
+    if want_low != obs.low && !inert(obs.usage, obs.low, want_low) {
         w.low = Some(want_low);
     }
 
@@ -310,6 +352,92 @@ mod tests {
         o.low = Limit::Bytes(100 * MIB);
         let w = decide(&o, &orig(), None, 100 * MIB + 3 * MIB, 0, &knobs());
         assert!(w.is_empty(), "{w:?}");
+    }
+
+    #[test]
+    fn changes_far_above_usage_are_not_written() {
+        // An empty cgroup whose level moves with the pool: nothing to write.
+        let w = decide(
+            &obs(0, Limit::Bytes(900 * MIB)),
+            &orig(),
+            Some(800 * MIB),
+            0,
+            16 * MIB,
+            &knobs(),
+        );
+        assert_eq!(w.high, None, "both levels far above an empty cgroup");
+        // The pressure is over: `max` again, but the cgroup is nowhere near its limit.
+        let w = decide(
+            &obs(100 * MIB, Limit::Bytes(900 * MIB)),
+            &orig(),
+            None,
+            0,
+            0,
+            &knobs(),
+        );
+        assert_eq!(w.high, None);
+        // Near usage (within the headroom) the write is made.
+        let w = decide(
+            &obs(100 * MIB, Limit::Bytes(120 * MIB)),
+            &orig(),
+            None,
+            0,
+            0,
+            &knobs(),
+        );
+        assert_eq!(w.high, Some(Limit::Max));
+        // A new value near usage is written even when the old one was far above it.
+        let w = decide(
+            &obs(400 * MIB, Limit::Max),
+            &orig(),
+            Some(420 * MIB),
+            0,
+            0,
+            &knobs(),
+        );
+        assert_eq!(w.high, Some(Limit::Bytes(420 * MIB)));
+        assert!(inert(0, Limit::Max, Limit::Bytes(QUIET_HEADROOM)));
+        assert!(!inert(0, Limit::Max, Limit::Bytes(QUIET_HEADROOM - PAGE)));
+        assert!(inert(8 << 30, Limit::Max, Limit::Bytes(9 << 30)));
+        assert!(!inert(
+            8 << 30,
+            Limit::Max,
+            Limit::Bytes((8 << 30) + QUIET_HEADROOM)
+        ));
+    }
+
+    #[test]
+    fn low_never_undercuts_the_original() {
+        let o = Originals {
+            high: Limit::Max,
+            low: Limit::Bytes(300 * MIB),
+        };
+        let w = decide(
+            &obs(500 * MIB, Limit::Max),
+            &o,
+            Some(400 * MIB),
+            100 * MIB,
+            0,
+            &knobs(),
+        );
+        assert_eq!(w.low, Some(Limit::Bytes(300 * MIB)));
+        let w = decide(
+            &obs(500 * MIB, Limit::Max),
+            &o,
+            Some(400 * MIB),
+            380 * MIB,
+            0,
+            &knobs(),
+        );
+        assert_eq!(w.low, Some(Limit::Bytes(380 * MIB)));
+        let full = Originals {
+            high: Limit::Max,
+            low: Limit::Max,
+        };
+        let mut o = obs(500 * MIB, Limit::Max);
+        o.low = Limit::Bytes(0);
+        let w = decide(&o, &full, None, 100 * MIB, 0, &knobs());
+        assert_eq!(w.low, Some(Limit::Max), "an operator's `max` stays `max`");
     }
 
     #[test]

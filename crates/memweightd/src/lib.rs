@@ -20,6 +20,8 @@
 //! * [`controller`]: the state owner: discovery, adoption, sampling, enforcement, restore.
 //! * [`state`]: originals and overrides that survive restarts (atomic JSON).
 //! * [`server`]: the control socket: requests in, typed commands to the loop, replies out.
+//! * [`desk`]: between the two: answers `status` from the last published report, so it
+//!   never waits for a tick; forwards everything else to the loop.
 //! * [`metrics`]: the Prometheus endpoint, fed by snapshots the loop publishes.
 //! * [`resident`]: keeps the daemon's own memory locked in RAM.
 
@@ -28,6 +30,7 @@ pub mod config;
 pub mod containers;
 pub mod controller;
 pub mod decide;
+pub mod desk;
 pub mod metrics;
 pub mod resident;
 pub mod server;

@@ -119,9 +119,16 @@ async fn run(
     let mut ctl = Controller::new(cfg, rules).context("cannot start")?;
     ctl.start_containers();
     let server = Server::bind(&ctl.config().control).context("cannot open the control socket")?;
-    let (calls_tx, mut calls) = mpsc::channel::<Call>(16);
-    let server_task = tokio::spawn(server.serve(calls_tx));
     let (snapshots, snapshot_rx) = watch::channel(None);
+    // Socket → desk (answers `status` from the last report) → loop (everything else).
+    let (desk_tx, desk_rx) = mpsc::channel::<Call>(64);
+    let (calls_tx, mut calls) = mpsc::channel::<Call>(16);
+    let server_task = tokio::spawn(server.serve(desk_tx));
+    tokio::spawn(memweightd::desk::serve(
+        desk_rx,
+        calls_tx,
+        snapshot_rx.clone(),
+    ));
     let metrics = Metrics::default();
     if let Some(addr) = metrics_addr {
         tokio::spawn(memweightd::metrics::serve_addr(

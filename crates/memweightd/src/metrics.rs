@@ -656,6 +656,9 @@ mod tests {
                     reclaim: Some(4096),
                     state: "ok".to_owned(),
                     reason: "at floor".into(),
+                    original_high: None,
+                    original_low: None,
+                    operator: None,
                 })
                 .collect(),
         }

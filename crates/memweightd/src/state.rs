@@ -1,5 +1,6 @@
-//! What must survive a restart: each managed cgroup's original `memory.high`/`memory.low`, and
-//! runtime weight overrides.
+//! What must survive a restart: each managed cgroup's original `memory.high`/`memory.low`
+//! (tied to the cgroup's id, so a cgroup recreated under the same name is not given another
+//! one's original), and runtime weight overrides.
 //!
 //! The file is JSON, replaced atomically (write to a temporary file in the same directory,
 //! fsync, rename, fsync the directory), so a crash or `kill -9` leaves either the old or the new
@@ -14,8 +15,9 @@ use serde::{Deserialize, Serialize};
 
 /// File name inside the state directory.
 pub const STATE_FILE: &str = "state.json";
-/// Version of the file's layout.
-pub const STATE_VERSION: u32 = 1;
+/// Version of the file's layout. Version 2 added [`Original::id`]; version 1 files (no ids)
+/// are read, and written back as version 2.
+pub const STATE_VERSION: u32 = 2;
 
 /// Errors reading or writing the state file.
 #[derive(Debug, thiserror::Error)]
@@ -144,6 +146,10 @@ pub struct Original {
     pub high: String,
     /// `memory.low` when the daemon adopted the cgroup.
     pub low: String,
+    /// The cgroup's id (its directory's inode number on cgroupfs) when the original was
+    /// recorded. `None` in files written before version 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<u64>,
 }
 
 /// A runtime override set with `memweightctl set`.
@@ -176,6 +182,11 @@ pub struct State {
     /// descendants' protection takes effect.
     #[serde(default)]
     pub ancestors: BTreeMap<String, String>,
+    /// The boot the cgroup ids in [`State::originals`] belong to
+    /// (`/proc/sys/kernel/random/boot_id`): after a reboot every cgroup is new, ids start
+    /// again, and no cgroup holds a limit the daemon wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
 }
 
 /// Reads and writes the state file in one directory.
@@ -255,6 +266,7 @@ mod tests {
             Original {
                 high: "max".into(),
                 low: "0".into(),
+                id: Some(4711),
             },
         );
         st.overrides.insert(
@@ -286,12 +298,13 @@ mod tests {
             .expect_err("newer")
             .to_string();
         assert!(
-            err.contains("written by a newer memweightd (version 7); this one understands 1"),
+            err.contains("written by a newer memweightd (version 7); this one understands 2"),
             "{err}"
         );
         assert!(err.contains("upgrade"), "{err}");
         assert!(!err.contains("corrupt"), "{err}");
-        assert_eq!(parse(r#"{"version": 2}"#), Err(ParseError::Newer(2)));
+        assert_eq!(parse(r#"{"version": 3}"#), Err(ParseError::Newer(3)));
+        assert!(parse(r#"{"version": 2}"#).is_ok());
         assert!(parse(r#"{"version": 1}"#).is_ok());
         assert!(parse(r#"{}"#).is_ok(), "files before versioning");
         assert!(matches!(
@@ -328,6 +341,35 @@ mod tests {
         )
         .expect("valid");
         assert_eq!(ok.originals["lab/c1"].low, "1048576");
+    }
+
+    #[test]
+    fn version_1_files_are_read_and_written_back_as_version_2() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let v1 = r#"{
+  "version": 1,
+  "originals": { "lab/c1": { "high": "1048576000", "low": "0" } },
+  "overrides": { "lab/c1": { "weight": 3 } },
+  "ancestors": { "lab": "0" }
+}"#;
+        fs::write(dir.path().join(STATE_FILE), v1).expect("write");
+        let store = StateStore::new(dir.path());
+        let st = store.load().expect("a version 1 file loads");
+        assert_eq!(st.version, 1);
+        assert_eq!(
+            st.originals.get("lab/c1"),
+            Some(&Original {
+                high: "1048576000".into(),
+                low: "0".into(),
+                id: None,
+            })
+        );
+        assert_eq!(st.overrides.get("lab/c1").map(|o| o.weight), Some(3));
+        store.save(&st).expect("save");
+        let text = fs::read_to_string(store.path()).expect("read");
+        assert!(text.contains("\"version\": 2"), "{text}");
+        assert!(!text.contains("\"id\""), "no id invented: {text}");
+        assert_eq!(store.load().expect("reload").originals, st.originals);
     }
 
     #[test]

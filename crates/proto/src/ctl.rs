@@ -369,6 +369,17 @@ pub struct CgroupStatus {
     pub state: String,
     /// The policy's reason, e.g. `above weighted share by 312 MiB`.
     pub reason: String,
+    /// The cgroup's own memory.high, restored when the daemon lets go and never exceeded
+    /// (`"max"` or bytes); absent from daemons that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_high: Option<String>,
+    /// The cgroup's own memory.low, restored when the daemon lets go and never undercut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_low: Option<String>,
+    /// The last change someone else made to memory.high or memory.low, which the daemon kept
+    /// as the cgroup's original.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<String>,
 }
 
 /// `status`: the pool and every managed cgroup.
@@ -454,6 +465,20 @@ impl Explanation {
             "entitlement {} is what memory.low protects",
             b(s.entitlement)
         ));
+        if let (Some(h), Some(l)) = (&s.original_high, &s.original_low) {
+            let shown = |v: &String| {
+                v.parse::<u64>()
+                    .map_or_else(|_| v.clone(), |v| b(v).to_string())
+            };
+            out.push(format!(
+                "the cgroup's own limits (restored on exit): memory.high {}, memory.low {}",
+                shown(h),
+                shown(l)
+            ));
+        }
+        if let Some(op) = &s.operator {
+            out.push(op.clone());
+        }
         let mut writes = Vec::new();
         if let Some(h) = &s.wrote_high {
             let shown = h
@@ -868,6 +893,9 @@ mod tests {
             reclaim: None,
             state: "ok".into(),
             reason: "above weighted share by 1167 MiB".into(),
+            original_high: None,
+            original_low: None,
+            operator: None,
         }
     }
 
@@ -978,6 +1006,20 @@ mod tests {
         let text = quiet.narrative().join("\n");
         assert!(text.contains("500 MiB below"), "{text}");
         assert!(text.contains("no writes this tick"), "{text}");
+        assert!(
+            !text.contains("own limits"),
+            "absent fields, no line: {text}"
+        );
+        let mut op = e.clone();
+        op.status.original_high = Some((700_u64 << 20).to_string());
+        op.status.original_low = Some("0".into());
+        op.status.operator = Some("memory.high set to 734003200 outside memweightd".into());
+        let text = op.narrative().join("\n");
+        assert!(
+            text.contains("own limits (restored on exit): memory.high 700 MiB, memory.low 0"),
+            "{text}"
+        );
+        assert!(text.contains("outside memweightd"), "{text}");
         let mut labelled = e.clone();
         labelled.status.container = Some("web".into());
         labelled.status.source = Some(WeightSource::Label {
@@ -1029,5 +1071,19 @@ mod tests {
         );
         let back: CgroupStatus = serde_json::from_str(&line).expect("new row parses");
         assert_eq!(back, with);
+    }
+
+    /// Replies from a daemon that predates the originals fields still parse, and rows without
+    /// them serialise as before.
+    #[test]
+    fn status_rows_without_originals_are_compatible() {
+        let row = sample_status();
+        let json = serde_json::to_string(&row).expect("serialise");
+        assert!(
+            !json.contains("original_high") && !json.contains("operator"),
+            "{json}"
+        );
+        let back: CgroupStatus = serde_json::from_str(&json).expect("parse");
+        assert_eq!(back, row);
     }
 }

@@ -1,0 +1,138 @@
+//! The front desk between the control socket and the control loop: `status` never waits for
+//! a tick.
+//!
+//! The loop handles commands between ticks only, and a first tick that adopts thousands of
+//! cgroups can take seconds. `status` needs nothing but the last tick's report, which the loop
+//! publishes after every tick (the same [`Snapshot`] `/metrics` reads), so the desk answers it
+//! from there at once. Every other command (`set`, `unset`, `get`, `explain`, `reload`) reads
+//! or changes the [`crate::controller::Controller`] and goes on to the loop, which stays the
+//! one owner of state. Before the first report exists, `status` goes to the loop too, which
+//! answers "not ready".
+
+use memweight_proto::ctl::{Command, Outcome, Reply, Status};
+use tokio::sync::mpsc;
+
+use crate::metrics::{Snapshot, Snapshots};
+use crate::server::Call;
+
+/// Serves calls from the socket until it closes: `status` from the newest snapshot, the rest
+/// forwarded to the loop.
+pub async fn serve(mut calls: mpsc::Receiver<Call>, to_loop: mpsc::Sender<Call>, snaps: Snapshots) {
+    while let Some(call) = calls.recv().await {
+        let snapshot = snaps.borrow().clone();
+        match (&call.command, snapshot) {
+            (Command::Status, Some(s)) => {
+                // The client may have gone away; its answer is then not needed.
+                let _ = call.reply.send(status(&s));
+            }
+            _ => {
+                // Queued on its own task, so that a busy loop never holds up the next status.
+                let to_loop = to_loop.clone();
+                tokio::spawn(async move {
+                    // A closed loop drops the reply sender: the caller reports the shutdown.
+                    let _ = to_loop.send(call).await;
+                });
+            }
+        }
+    }
+}
+
+/// The `status` reply for a published snapshot.
+#[must_use]
+pub fn status(s: &Snapshot) -> Outcome {
+    Outcome::Ok(Reply::Status(Status {
+        pool: s.report.pool.clone(),
+        cgroups: s.report.cgroups.clone(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use memweight_proto::ctl::Pool;
+    use tokio::sync::{oneshot, watch};
+
+    use super::*;
+    use crate::controller::{Counters, TickReport};
+
+    fn snapshot(tick: u64) -> Arc<Snapshot> {
+        Arc::new(Snapshot {
+            report: TickReport {
+                pool: Pool {
+                    tick,
+                    enforce: true,
+                    capacity: 1,
+                    shortfall: 0,
+                    psi_cut: 0,
+                    total_usage: 0,
+                    total_weight: 0,
+                    pressure: false,
+                    overcommitted: false,
+                    mem_total: 0,
+                    mem_available: 0,
+                    swap_free: 0,
+                    host_psi_some_avg10: None,
+                    host_psi_full_avg10: None,
+                    duration_us: 0,
+                },
+                cgroups: Vec::new(),
+            },
+            counters: Counters::default(),
+            at: Instant::now(),
+            interval: Duration::from_secs(1),
+        })
+    }
+
+    async fn ask(front: &mpsc::Sender<Call>, command: Command) -> oneshot::Receiver<Outcome> {
+        let (reply, rx) = oneshot::channel();
+        front
+            .send(Call { command, reply })
+            .await
+            .expect("desk runs");
+        rx
+    }
+
+    /// Regression (issue 9): `status` did not answer within 20 s while a first tick adopting
+    /// 1,000 cgroups ran, because the loop only takes commands between ticks.
+    #[tokio::test]
+    async fn regression_status_answers_while_the_loop_is_busy() {
+        let (front, calls) = mpsc::channel(4);
+        // The loop is "in a tick": nobody reads its channel.
+        let (to_loop, mut at_loop) = mpsc::channel(4);
+        let (snaps_tx, snaps) = watch::channel(None);
+        tokio::spawn(serve(calls, to_loop, snaps));
+
+        // Before the first report, status goes to the loop (which says "not ready").
+        let early = ask(&front, Command::Status).await;
+        let fwd = at_loop.recv().await.expect("forwarded");
+        assert_eq!(fwd.command, Command::Status);
+        drop(early);
+
+        snaps_tx.send_replace(Some(snapshot(7)));
+        let set = ask(
+            &front,
+            Command::Set {
+                cgroup: "lab/c1".into(),
+                weight: 2,
+                min: None,
+                max: None,
+            },
+        )
+        .await;
+        let answer =
+            tokio::time::timeout(Duration::from_secs(2), ask(&front, Command::Status).await)
+                .await
+                .expect("status answers at once")
+                .expect("answered");
+        match answer {
+            Outcome::Ok(Reply::Status(s)) => assert_eq!(s.pool.tick, 7),
+            other => panic!("unexpected {other:?}"),
+        }
+        // `set` changes state: it waits for the loop.
+        let fwd = at_loop.recv().await.expect("forwarded");
+        assert!(matches!(fwd.command, Command::Set { .. }));
+        drop(set);
+    }
+}

@@ -1,0 +1,572 @@
+//! Recorded originals that cannot be lost or misapplied, and operators' own changes: ticks
+//! against a fake cgroupfs tree, with the failures of issue 9 provoked one by one.
+//!
+//! "kill -9" is a `Controller` dropped without `release_all`; a restart is a new `Controller`
+//! on the same state directory.
+
+use std::path::{Path, PathBuf};
+
+use memweight_cgroupfs::Limit;
+use memweight_cgroupfs::testing::{FakeCgroup, FakeProc};
+use memweightd::config::Config;
+use memweightd::controller::Controller;
+
+mod common;
+
+use common::MIB;
+
+struct Tree {
+    dir: tempfile::TempDir,
+    _proc: FakeProc,
+    cgroups: Vec<FakeCgroup>,
+}
+
+const RULES: &str = r#"
+[[cgroup]]
+path = "lab/c1"
+weight = 1
+[[cgroup]]
+path = "lab/c2"
+weight = 2
+[[cgroup]]
+path = "lab/c3"
+weight = 3
+"#;
+
+/// Pressure: 6000 MiB held, a pool of 3000 MiB, lowering in one step.
+const SQUEEZE: &str = "max_step = \"100%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"";
+/// No pressure.
+const ROOMY: &str = "max_step = \"100%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"8G\"";
+
+impl Tree {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (proc, cgroups) = common::seed_cgroups(dir.path());
+        Tree {
+            dir,
+            _proc: proc,
+            cgroups,
+        }
+    }
+    fn cg(&self, i: usize) -> &FakeCgroup {
+        &self.cgroups[i]
+    }
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("cg")
+    }
+    fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+    fn state_text(&self) -> String {
+        std::fs::read_to_string(self.state_dir().join("state.json")).unwrap_or_default()
+    }
+    fn parse(&self, extra: &str, rules: &str) -> (Config, memweightd::config::Rules) {
+        let text = format!(
+            "cgroup_root = {:?}\nproc_root = {:?}\nstate_dir = {:?}\ntick = \"100ms\"\n\
+             control = {{ socket = {:?} }}\nmetrics = {{ enabled = false }}\n{extra}\n{rules}\n",
+            self.root(),
+            self.dir.path().join("proc"),
+            self.state_dir(),
+            self.dir.path().join("memweightd.sock"),
+        );
+        Config::parse(&text, Path::new("test.toml")).expect("valid test config")
+    }
+    fn controller(&self, extra: &str) -> Controller {
+        let (cfg, rules) = self.parse(extra, RULES);
+        Controller::new(cfg, rules).expect("controller starts on the fake tree")
+    }
+    /// Removes cgroup `i` and creates a new one under the same name. The old directory is
+    /// moved aside first, so that ext4 cannot give the new one the old inode number (kernfs
+    /// never reuses cgroup ids).
+    fn recreate(&mut self, i: usize) {
+        let old = self.cg(i).clone();
+        let aside = self.root().join("aside");
+        std::fs::rename(old.path(), &aside).expect("move aside");
+        let new = FakeCgroup::new(self.root(), old.rel());
+        new.set_current(2000 * MIB);
+        new.set_stat(1900 * MIB, 100 * MIB);
+        std::fs::remove_dir_all(&aside).expect("remove the old cgroup");
+        self.cgroups[i] = new;
+    }
+}
+
+fn high(c: &FakeCgroup) -> u64 {
+    c.read_high().parse().unwrap_or(u64::MAX)
+}
+
+/// Regression (issue 9): a failed state save during adoption used to leave the original in
+/// memory only; the next tick took it for "adopted before a restart" and wrote limits with no
+/// original on disk, so after kill -9 the daemon's own throttled value became the original.
+#[tokio::test]
+async fn regression_failed_state_save_writes_no_limits_and_kill_9_loses_nothing() {
+    let tree = Tree::new();
+    tree.cg(0).set_high(Limit::Bytes(1950 * MIB));
+    // The temporary file the save writes first is a directory: EISDIR.
+    let blocker = tree.state_dir().join(".state.json.tmp");
+    std::fs::create_dir_all(&blocker).expect("blocker");
+    {
+        let mut ctl = tree.controller(SQUEEZE);
+        for _ in 0..3 {
+            let r = ctl
+                .tick()
+                .await
+                .expect("a failed save does not fail the tick");
+            assert!(r.pool.pressure);
+            assert!(r.cgroups.iter().all(|c| c.state == "pending"), "{r:?}");
+            assert!(r.cgroups.iter().any(|c| c.wrote_high.is_some()));
+        }
+        assert_eq!(high(tree.cg(0)), 1950 * MIB, "nothing written");
+        assert_eq!(tree.cg(1).read_high(), "max");
+        assert_eq!(tree.cg(1).read_low(), "0");
+        // kill -9
+    }
+    std::fs::remove_dir(&blocker).expect("unblock");
+    let mut ctl = tree.controller(SQUEEZE);
+    ctl.tick().await.expect("tick");
+    assert!(
+        high(tree.cg(0)) < 1950 * MIB,
+        "writes once the originals are saved"
+    );
+    assert!(
+        tree.state_text().contains(&(1950 * MIB).to_string()),
+        "{}",
+        tree.state_text()
+    );
+    drop(ctl); // kill -9 again, this time with limits written
+    let mut ctl = tree.controller(ROOMY);
+    ctl.tick().await.expect("tick");
+    ctl.release_all().await;
+    assert_eq!(high(tree.cg(0)), 1950 * MIB);
+    assert_eq!(tree.cg(1).read_high(), "max");
+}
+
+/// Regression (issue 9): a failed restore used to drop the recorded original.
+#[tokio::test]
+async fn regression_failed_restore_keeps_the_original_and_retries() {
+    let tree = Tree::new();
+    tree.cg(0).set_low(Limit::Bytes(8 * MIB));
+    let mut ctl = tree.controller(SQUEEZE);
+    ctl.tick().await.expect("tick");
+    assert_ne!(tree.cg(0).read_high(), "max");
+    // memory.low cannot be written (a directory stands in for it): the restore fails.
+    let low = tree.cg(0).path().join("memory.low");
+    std::fs::remove_file(&low).expect("remove");
+    std::fs::create_dir(&low).expect("mkdir");
+    // c1 is no longer named: it is released and restored at the next tick.
+    let (cfg, rules) = tree.parse(SQUEEZE, "[[cgroup]]\npath = \"lab/c2\"\nweight = 2");
+    ctl.reload(cfg, rules).expect("reload");
+    ctl.tick().await.expect("tick");
+    ctl.tick().await.expect("tick");
+    assert!(
+        tree.state_text().contains("lab/c1"),
+        "the original stays recorded: {}",
+        tree.state_text()
+    );
+    assert!(ctl.counters().write_errors >= 2, "{:?}", ctl.counters());
+    std::fs::remove_dir(&low).expect("rmdir");
+    tree.cg(0).set_low(Limit::Bytes(0));
+    ctl.tick().await.expect("tick");
+    assert_eq!(tree.cg(0).read_high(), "max");
+    assert_eq!(tree.cg(0).read_low(), (8 * MIB).to_string());
+    assert!(
+        !tree.state_text().contains("lab/c1"),
+        "{}",
+        tree.state_text()
+    );
+
+    // At shutdown, too: a failed restore stays in the state file for the next start.
+    ctl.tick().await.expect("tick");
+    let c2 = tree.cg(1).path().join("memory.low");
+    std::fs::remove_file(&c2).expect("remove");
+    std::fs::create_dir(&c2).expect("mkdir");
+    ctl.release_all().await;
+    assert!(
+        tree.state_text().contains("lab/c2"),
+        "{}",
+        tree.state_text()
+    );
+    std::fs::remove_dir(&c2).expect("rmdir");
+    tree.cg(1).set_low(Limit::Bytes(0));
+    let (cfg, rules) = tree.parse(SQUEEZE, "");
+    let mut ctl = Controller::new(cfg, rules).expect("restart");
+    ctl.tick().await.expect("tick");
+    assert_eq!(tree.cg(1).read_high(), "max");
+    assert!(
+        !tree.state_text().contains("lab/c2"),
+        "{}",
+        tree.state_text()
+    );
+}
+
+/// Regression (issue 9): originals were keyed by path only, so a cgroup recreated under the
+/// same name while the daemon was down was given the old cgroup's original.
+#[tokio::test]
+async fn regression_recreated_cgroup_gets_no_stale_original() {
+    let mut tree = Tree::new();
+    tree.cg(0).set_high(Limit::Bytes(1900 * MIB));
+    tree.cg(1).set_high(Limit::Bytes(1900 * MIB));
+    {
+        let mut ctl = tree.controller(SQUEEZE);
+        ctl.tick().await.expect("tick");
+        // kill -9
+    }
+    // c1 comes back under the same name, configured; c2 comes back, no longer configured.
+    tree.recreate(0);
+    tree.recreate(1);
+    assert_eq!(tree.cg(0).read_high(), "max");
+    let (cfg, rules) = tree.parse(
+        ROOMY,
+        "[[cgroup]]\npath = \"lab/c1\"\nweight = 1\n[[cgroup]]\npath = \"lab/c3\"\nweight = 3",
+    );
+    let mut ctl = Controller::new(cfg, rules).expect("restart");
+    let r = ctl.tick().await.expect("tick").clone();
+    let c1 = r.cgroups.iter().find(|c| c.cgroup == "lab/c1").expect("c1");
+    assert_eq!(c1.original_high.as_deref(), Some("max"), "adopted afresh");
+    assert_eq!(tree.cg(1).read_high(), "max", "no stale original written");
+    ctl.release_all().await;
+    assert_eq!(tree.cg(0).read_high(), "max");
+    assert_eq!(tree.cg(1).read_high(), "max");
+    assert_eq!(tree.cg(2).read_high(), "max");
+    assert!(
+        !tree.state_text().contains("lab/c"),
+        "{}",
+        tree.state_text()
+    );
+}
+
+/// Regression (issue 9): `enforce = false` by reload left every cgroup, and the ancestors, at
+/// the last throttled values.
+#[tokio::test]
+async fn regression_enforce_then_dry_run_restores_what_was_written() {
+    let tree = Tree::new();
+    tree.cg(2).set_low(Limit::Bytes(4 * MIB));
+    let parent = tree.root().join("lab/memory.low");
+    std::fs::write(&parent, "0\n").expect("parent");
+    let mut ctl = tree.controller(&format!("protect_ancestors = true\n{SQUEEZE}"));
+    ctl.tick().await.expect("tick");
+    assert!(tree.cgroups.iter().all(|c| c.read_high() != "max"));
+    assert_ne!(std::fs::read_to_string(&parent).expect("read").trim(), "0");
+    let (cfg, rules) = tree.parse(
+        &format!("enforce = false\nprotect_ancestors = true\n{SQUEEZE}"),
+        RULES,
+    );
+    ctl.reload(cfg, rules).expect("reload");
+    let r = ctl.tick().await.expect("tick").clone();
+    assert!(r.cgroups.iter().all(|c| c.state == "dry-run"));
+    for c in &tree.cgroups {
+        assert_eq!(c.read_high(), "max", "{}", c.rel());
+    }
+    assert_eq!(tree.cg(2).read_low(), (4 * MIB).to_string());
+    assert_eq!(tree.cg(0).read_low(), "0");
+    assert_eq!(std::fs::read_to_string(&parent).expect("read").trim(), "0");
+    ctl.tick().await.expect("tick");
+    ctl.release_all().await; // SIGTERM
+    for c in &tree.cgroups {
+        assert_eq!(c.read_high(), "max", "{}", c.rel());
+    }
+    assert!(
+        !tree.state_text().contains("lab/c"),
+        "{}",
+        tree.state_text()
+    );
+}
+
+/// Regression (issue 9): a restart with `enforce = false` after kill -9 left the limits the
+/// enforcing run had written.
+#[tokio::test]
+async fn regression_dry_run_start_restores_what_a_killed_run_wrote() {
+    let tree = Tree::new();
+    tree.cg(0).set_high(Limit::Bytes(1990 * MIB));
+    {
+        let mut ctl = tree.controller(SQUEEZE);
+        ctl.tick().await.expect("tick");
+    }
+    assert!(high(tree.cg(0)) < 1990 * MIB);
+    let mut ctl = tree.controller(&format!("enforce = false\n{SQUEEZE}"));
+    ctl.tick().await.expect("tick");
+    assert_eq!(high(tree.cg(0)), 1990 * MIB);
+    assert_eq!(tree.cg(1).read_high(), "max");
+    ctl.tick().await.expect("tick");
+    assert_eq!(high(tree.cg(0)), 1990 * MIB, "and nothing written after");
+}
+
+/// Regression (issue 9): an operator's `echo 700M > memory.high` was overwritten within a
+/// tick, and `max` (the value at adoption) would have been restored on exit.
+#[tokio::test]
+async fn regression_operator_change_mid_run_wins() {
+    let tree = Tree::new();
+    let mut ctl = tree.controller(SQUEEZE);
+    ctl.tick().await.expect("tick");
+    let ours = high(tree.cg(2));
+    assert!(ours < 2000 * MIB);
+    tree.cg(2).set_high(Limit::Bytes(700 * MIB));
+    let r = ctl.tick().await.expect("tick").clone();
+    let c3 = r.cgroups.iter().find(|c| c.cgroup == "lab/c3").expect("c3");
+    assert_eq!(c3.original_high.as_deref(), Some("734003200"));
+    let note = c3.operator.as_deref().expect("shown in explain");
+    assert!(note.contains("memory.high set to 734003200"), "{note}");
+    assert!(tree.state_text().contains("734003200"), "recorded");
+    // The pressure ends: the daemon lifts its limits, but not above the operator's.
+    let (cfg, rules) = tree.parse(ROOMY, RULES);
+    ctl.reload(cfg, rules).expect("reload");
+    for _ in 0..3 {
+        ctl.tick().await.expect("tick");
+        assert!(high(tree.cg(2)) <= 700 * MIB, "{}", tree.cg(2).read_high());
+    }
+    // And the pressure comes back: still never above it.
+    let (cfg, rules) = tree.parse(SQUEEZE, RULES);
+    ctl.reload(cfg, rules).expect("reload");
+    ctl.tick().await.expect("tick");
+    assert!(high(tree.cg(2)) <= 700 * MIB);
+    ctl.release_all().await;
+    assert_eq!(high(tree.cg(2)), 700 * MIB, "the operator's value, not max");
+    assert_eq!(tree.cg(0).read_high(), "max");
+}
+
+/// An operator's memory.low is kept as a floor of the protection and restored on exit.
+#[tokio::test]
+async fn operator_low_is_kept_and_restored() {
+    let tree = Tree::new();
+    let mut ctl = tree.controller(SQUEEZE);
+    ctl.tick().await.expect("tick");
+    tree.cg(0).set_low(Limit::Bytes(256 * MIB));
+    ctl.tick().await.expect("tick");
+    let low: u64 = tree.cg(0).read_low().parse().expect("bytes");
+    assert!(low >= 256 * MIB, "{low}");
+    ctl.release_all().await;
+    assert_eq!(tree.cg(0).read_low(), (256 * MIB).to_string());
+    assert_eq!(tree.cg(0).read_high(), "max");
+}
+
+/// Cost that grows with what changed: 1,000 idle cgroups are adopted in one tick with one
+/// state save, and a level that moves with the pool writes nothing to them.
+#[tokio::test]
+async fn idle_cgroups_are_adopted_at_once_and_cost_no_writes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let proc = FakeProc::new(dir.path().join("proc"));
+    let root = dir.path().join("cg");
+    let busy = FakeCgroup::new(&root, "pods/busy");
+    busy.set_current(3000 * MIB);
+    busy.set_stat(2900 * MIB, 100 * MIB);
+    let idle: Vec<FakeCgroup> = (0..1000)
+        .map(|i| FakeCgroup::new(&root, &format!("pods/idle{i:04}")))
+        .collect();
+    let config = |fixed: &str| {
+        let text = format!(
+            "cgroup_root = {root:?}\nproc_root = {:?}\nstate_dir = {:?}\nmax_step = \"100%\"\n\
+             [capacity]\nmode = \"fixed\"\nfixed = \"{fixed}\"\n\
+             [[cgroup]]\nglob = \"pods/*\"\n",
+            proc.path(),
+            dir.path().join("state")
+        );
+        Config::parse(&text, Path::new("t.toml")).expect("valid")
+    };
+    let (cfg, rules) = config("2000M");
+    let mut ctl = Controller::new(cfg, rules).expect("start");
+    let r = ctl.tick().await.expect("tick").clone();
+    assert_eq!(r.cgroups.len(), 1001);
+    assert!(r.cgroups.iter().all(|c| c.state == "ok"), "all recorded");
+    let state = std::fs::read_to_string(dir.path().join("state/state.json")).expect("state");
+    assert_eq!(state.matches("\"high\": \"max\"").count(), 1001);
+    assert_ne!(busy.read_high(), "max");
+    let written = ctl.counters().writes_high;
+    // The pool moves: the busy cgroup's level changes, the idle ones' levels too.
+    for fixed in ["2200M", "1800M", "2500M"] {
+        let (cfg, rules) = config(fixed);
+        ctl.reload(cfg, rules).expect("reload");
+        ctl.tick().await.expect("tick");
+    }
+    let more = ctl.counters().writes_high - written;
+    assert!(more <= 3, "only the busy cgroup is written: {more}");
+    assert!(idle.iter().all(|c| c.read_high() == "max"));
+    ctl.release_all().await;
+    assert_eq!(busy.read_high(), "max");
+}
+
+/// After a reboot cgroup ids start again, so an id match would prove nothing: originals from
+/// an earlier boot are dropped, never applied to the cgroups of this one.
+#[tokio::test]
+async fn originals_from_an_earlier_boot_are_dropped() {
+    let tree = Tree::new();
+    let boot_id = tree.dir.path().join("proc/sys/kernel/random/boot_id");
+    std::fs::create_dir_all(boot_id.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&boot_id, "aaaa\n").expect("boot id");
+    tree.cg(0).set_high(Limit::Bytes(1990 * MIB));
+    {
+        let mut ctl = tree.controller(SQUEEZE);
+        ctl.tick().await.expect("tick");
+    }
+    assert!(tree.state_text().contains("\"boot_id\": \"aaaa\""));
+    let ours = high(tree.cg(0));
+    // "Reboot": the fake tree keeps its values, as a new boot's cgroups could by chance.
+    std::fs::write(&boot_id, "bbbb\n").expect("boot id");
+    let mut ctl = tree.controller(ROOMY);
+    let r = ctl.tick().await.expect("tick").clone();
+    assert_eq!(
+        r.cgroups[0].original_high.as_deref(),
+        Some(ours.to_string().as_str()),
+        "adopted afresh"
+    );
+    assert!(!tree.state_text().contains(&(1990 * MIB).to_string()));
+    assert!(tree.state_text().contains("bbbb"));
+    ctl.release_all().await;
+    assert_eq!(high(tree.cg(0)), ours);
+}
+
+/// Churn: containers that exit leave nothing behind, neither in the managed set and the
+/// report nor in the state file (originals, runtime overrides).
+#[tokio::test]
+async fn exited_containers_leave_no_state_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let proc = FakeProc::new(dir.path().join("proc"));
+    let root = dir.path().join("cg");
+    let pods: Vec<FakeCgroup> = (0..20)
+        .map(|i| {
+            let c = FakeCgroup::new(&root, &format!("pods/p{i:02}"));
+            c.set_current(500 * MIB);
+            c.set_stat(400 * MIB, 100 * MIB);
+            c
+        })
+        .collect();
+    let text = format!(
+        "cgroup_root = {root:?}\nproc_root = {:?}\nstate_dir = {:?}\n\
+         [capacity]\nmode = \"fixed\"\nfixed = \"5000M\"\n[[cgroup]]\nglob = \"pods/*\"\n",
+        proc.path(),
+        dir.path().join("state")
+    );
+    let (cfg, rules) = Config::parse(&text, Path::new("t.toml")).expect("valid");
+    let mut ctl = Controller::new(cfg, rules).expect("start");
+    ctl.tick().await.expect("tick");
+    ctl.set_override(
+        "pods/p03",
+        memweightd::state::Override {
+            weight: 9,
+            min: None,
+            max: None,
+        },
+    )
+    .expect("override");
+    for p in pods.iter().step_by(2).skip(1) {
+        p.remove();
+    }
+    pods[0].remove();
+    let r = ctl.tick().await.expect("tick").clone();
+    assert_eq!(
+        r.cgroups.len(),
+        10,
+        "{:?}",
+        ctl.managed_paths().collect::<Vec<_>>()
+    );
+    let state = std::fs::read_to_string(dir.path().join("state/state.json")).expect("state");
+    for (i, p) in pods.iter().enumerate() {
+        assert_eq!(state.contains(p.rel()), i % 2 == 1, "{}: {state}", p.rel());
+    }
+    assert!(
+        ctl.override_for("pods/p03").is_some(),
+        "a live container keeps it"
+    );
+    pods[3].remove();
+    ctl.tick().await.expect("tick");
+    assert!(
+        ctl.override_for("pods/p03").is_none(),
+        "removed with its container"
+    );
+    assert_eq!(ctl.managed_paths().count(), 9);
+    ctl.release_all().await;
+}
+
+/// The binary: SIGTERM with 2,000 managed cgroups restores them all, quickly, and says how far
+/// it got on the way.
+#[test]
+fn sigterm_restores_many_cgroups_with_progress() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let proc = FakeProc::new(dir.path().join("proc"));
+    let root = dir.path().join("cg");
+    let busy = FakeCgroup::new(&root, "pods/busy");
+    busy.set_current(3000 * MIB);
+    busy.set_stat(2900 * MIB, 100 * MIB);
+    let idle: Vec<FakeCgroup> = (0..2000)
+        .map(|i| {
+            let c = FakeCgroup::new(&root, &format!("pods/idle{i:04}"));
+            c.set_low(Limit::Bytes(u64::try_from(i).expect("small") * 4096));
+            c
+        })
+        .collect();
+    let cfg = dir.path().join("memweight.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "cgroup_root = {root:?}\nproc_root = {:?}\nstate_dir = {:?}\ntick = \"200ms\"\n\
+             control = {{ socket = {:?} }}\nmetrics = {{ enabled = false }}\n\
+             max_step = \"100%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"2000M\"\n\
+             [[cgroup]]\nglob = \"pods/*\"\n",
+            proc.path(),
+            dir.path().join("state"),
+            dir.path().join("memweightd.sock"),
+        ),
+    )
+    .expect("config");
+    let child = Command::new(env!("CARGO_BIN_EXE_memweightd"))
+        .arg("--config")
+        .arg(&cfg)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn memweightd");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while busy.read_high() == "max" {
+        assert!(Instant::now() < deadline, "daemon never wrote memory.high");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let asked = Instant::now();
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let out = child.wait_with_output().expect("wait");
+    let took = asked.elapsed();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {log}", out.status);
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(log.contains("restoring original limits"), "{log}");
+    assert!(log.contains("done=1000"), "{log}");
+    assert_eq!(busy.read_high(), "max");
+    for (i, c) in idle.iter().enumerate() {
+        assert_eq!(c.read_high(), "max");
+        assert_eq!(c.read_low(), (i * 4096).to_string());
+    }
+}
+
+/// A reload that moves the state directory writes the recorded originals into the new one,
+/// which is the one the next start reads.
+#[tokio::test]
+async fn reload_to_a_new_state_dir_carries_the_originals() {
+    let tree = Tree::new();
+    tree.cg(0).set_high(Limit::Bytes(1990 * MIB));
+    let mut ctl = tree.controller(SQUEEZE);
+    ctl.tick().await.expect("tick");
+    let moved = tree.dir.path().join("state2");
+    let text = format!(
+        "cgroup_root = {:?}\nproc_root = {:?}\nstate_dir = {moved:?}\n\
+         control = {{ socket = {:?} }}\nmetrics = {{ enabled = false }}\n{SQUEEZE}\n{RULES}\n",
+        tree.root(),
+        tree.dir.path().join("proc"),
+        tree.dir.path().join("memweightd.sock"),
+    );
+    let (cfg, rules) = Config::parse(&text, Path::new("t.toml")).expect("valid");
+    ctl.reload(cfg, rules).expect("reload");
+    ctl.tick().await.expect("tick");
+    let state = std::fs::read_to_string(moved.join("state.json")).expect("new state file");
+    assert!(state.contains(&(1990 * MIB).to_string()), "{state}");
+    drop(ctl); // kill -9
+    let (cfg, rules) = Config::parse(&text, Path::new("t.toml")).expect("valid");
+    let mut ctl = Controller::new(cfg, rules).expect("restart");
+    ctl.tick().await.expect("tick");
+    ctl.release_all().await;
+    assert_eq!(high(tree.cg(0)), 1990 * MIB);
+}
