@@ -75,56 +75,31 @@ fn busybox_ok() -> bool {
 
 /// Packages to install for what is missing.
 fn missing_packages() -> Vec<&'static str> {
-    let mut missing: Vec<&str> = TOOLS
-        .iter()
-        .filter(|(program, _)| which(program).is_none())
-        .map(|(_, package)| *package)
-        .collect();
+    let mut missing = missing_programs(&TOOLS);
     if !busybox_ok() {
         missing.push("busybox-static");
     }
     missing
 }
 
-/// Checks the host tools; installs the missing ones with apt-get when root.
-pub fn ensure_host_tools() -> Result<()> {
-    let missing = missing_packages();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    if !is_root() {
-        bail!(
-            "the lab needs these Debian packages: {} — install them with \
-             `sudo apt-get install -y {}` (or run the lab as root to install them automatically)",
-            missing.join(", "),
-            missing.join(" ")
-        );
-    }
-    eprintln!("lab: installing {} with apt-get", missing.join(" "));
-    apt_get(&["update"])?;
-    let mut args = vec!["install", "-y", "--no-install-recommends"];
-    args.extend(missing.iter().copied());
-    apt_get(&args)?;
-    let still = missing_packages();
-    if !still.is_empty() {
-        bail!(
-            "apt-get install finished but {} is still missing (is {BUSYBOX} the static busybox?)",
-            still.join(", ")
-        );
-    }
-    Ok(())
+/// The packages of the `(program, Debian package)` pairs whose program is not on `PATH`.
+fn missing_programs<'a>(tools: &[(&str, &'a str)]) -> Vec<&'a str> {
+    tools
+        .iter()
+        .filter(|(program, _)| which(program).is_none())
+        .map(|(_, package)| *package)
+        .collect()
 }
 
-/// Checks that each `(program, Debian package)` is on `PATH`; installs the missing packages
-/// with apt-get when root, and otherwise says what to install.
-pub fn ensure_packages(tools: &[(&str, &str)]) -> Result<()> {
-    let missing = || -> Vec<&str> {
-        tools
-            .iter()
-            .filter(|(program, _)| which(program).is_none())
-            .map(|(_, package)| *package)
-            .collect()
-    };
+/// Checks the lab's host tools (qemu, cpio, xz, gzip, a static busybox); installs what is
+/// missing with apt-get when root.
+pub fn ensure_host_tools() -> Result<()> {
+    install_missing(missing_packages)
+}
+
+/// Installs the packages `missing()` names (when root; otherwise says what to install) and
+/// checks that nothing is missing afterwards.
+fn install_missing(missing: impl Fn() -> Vec<&'static str>) -> Result<()> {
     let first = missing();
     if first.is_empty() {
         return Ok(());
@@ -132,7 +107,7 @@ pub fn ensure_packages(tools: &[(&str, &str)]) -> Result<()> {
     if !is_root() {
         bail!(
             "the lab needs these Debian packages: {} — install them with \
-             `sudo apt-get install -y {}`",
+             `sudo apt-get install -y {}` (or run the lab as root to install them automatically)",
             first.join(", "),
             first.join(" ")
         );
@@ -144,12 +119,23 @@ pub fn ensure_packages(tools: &[(&str, &str)]) -> Result<()> {
     apt_get(&args)?;
     let still = missing();
     if !still.is_empty() {
+        let hint = if still.contains(&"busybox-static") {
+            format!(" (is {BUSYBOX} the static busybox?)")
+        } else {
+            String::new()
+        };
         bail!(
-            "apt-get install finished but {} is still missing",
+            "apt-get install finished but {} is still missing{hint}",
             still.join(", ")
         );
     }
     Ok(())
+}
+
+/// Checks that each `(program, Debian package)` is on `PATH`; installs the missing packages
+/// with apt-get when root, and otherwise says what to install.
+pub fn ensure_packages(tools: &'static [(&'static str, &'static str)]) -> Result<()> {
+    install_missing(|| missing_programs(tools))
 }
 
 /// Runs `apt-get ARGS` non-interactively with its output on the terminal.

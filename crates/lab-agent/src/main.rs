@@ -349,9 +349,19 @@ impl Lab {
                 .with_context(|| format!("cannot write {DAEMON_CONFIG}"))?;
             fs::create_dir_all("/var/lib/memweight").context("cannot create the state dir")?;
         }
-        Ok(Lab {
-            host: false,
-            runtime: Runtime::Podman,
+        Ok(Lab::new(scenario, false, lab_dir, pressure_dir, workloads))
+    }
+
+    fn new(
+        scenario: &Scenario,
+        host: bool,
+        lab_dir: PathBuf,
+        pressure_dir: PathBuf,
+        workloads: Vec<Workload>,
+    ) -> Lab {
+        Lab {
+            host,
+            runtime: scenario.runtime,
             t0: Instant::now(),
             lab_dir,
             pressure_dir,
@@ -365,7 +375,7 @@ impl Lab {
             daemon_stopping: false,
             commands: Vec::new(),
             command_files: Vec::new(),
-        })
+        }
     }
 
     /// The host guest: containers are made by podman when they start, the daemon by the
@@ -383,23 +393,13 @@ impl Lab {
                 cidfile: Some(Path::new(WORK_DIR).join(format!("{}.cid", c.name))),
             })
             .collect();
-        Lab {
-            host: true,
-            runtime: scenario.runtime,
-            t0: Instant::now(),
-            lab_dir: PathBuf::from("/sys/fs/cgroup/machine.slice"),
-            pressure_dir: PathBuf::from(host::PRESSURE_SCOPE),
+        Lab::new(
+            scenario,
+            true,
+            PathBuf::from("/sys/fs/cgroup/machine.slice"),
+            PathBuf::from(host::PRESSURE_SCOPE),
             workloads,
-            weights: scenario.cgroups.iter().map(|c| c.weight).collect(),
-            ops: Arc::new(Mutex::new(HashMap::new())),
-            hog: None,
-            pressure_size: 0,
-            daemon: None,
-            daemon_enabled: scenario.daemon.enabled,
-            daemon_stopping: false,
-            commands: Vec::new(),
-            command_files: Vec::new(),
-        }
+        )
     }
 
     /// Host guest: finds the cgroups of containers whose id podman has written, and applies
