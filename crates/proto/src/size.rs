@@ -72,6 +72,12 @@ impl FromStr for Size {
         if trimmed.starts_with('-') {
             return Err(SizeError::Negative(s.to_owned()));
         }
+        // parse-size 1.1.0 adds to its mantissa unchecked when a number with a fraction runs
+        // past u64 (a panic with overflow checks, a wrong size without): found by the `plan`
+        // fuzz target. No size needs more than 19 significant digits once it has a fraction.
+        if trimmed.contains('.') && trimmed.bytes().filter(u8::is_ascii_digit).count() > 19 {
+            return Err(SizeError::Invalid(s.to_owned()));
+        }
         parse_size::Config::new()
             .with_binary()
             .parse_size(trimmed)
@@ -202,6 +208,27 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&Size(512 << 20)).expect("serialise"),
             "536870912"
+        );
+    }
+
+    #[test]
+    fn regression_long_fraction_does_not_overflow_parse_size() {
+        // The `plan` fuzz target's crash input, and its shape in a config file.
+        for text in [
+            "000000000.0184467440737095516157100M",
+            "1.84467440737095516157G",
+        ] {
+            assert_eq!(
+                text.parse::<Size>(),
+                Err(SizeError::Invalid(text.to_owned())),
+                "{text}"
+            );
+        }
+        assert_eq!("1.5G".parse::<Size>(), Ok(Size(3 << 29)));
+        assert_eq!(
+            "18446744073709551615".parse::<Size>(),
+            Ok(Size(u64::MAX)),
+            "a 20-digit byte count without a fraction is still fine"
         );
     }
 }
