@@ -72,11 +72,16 @@ impl FromStr for Size {
         if trimmed.starts_with('-') {
             return Err(SizeError::Negative(s.to_owned()));
         }
-        // parse-size 1.1.0 adds to its mantissa unchecked when a number with a fraction runs
-        // past u64 (a panic with overflow checks, a wrong size without): found by the `plan`
-        // fuzz target. No size needs more than 19 significant digits once it has a fraction.
-        if trimmed.contains('.') && trimmed.bytes().filter(u8::is_ascii_digit).count() > 19 {
-            return Err(SizeError::Invalid(s.to_owned()));
+        // parse-size 1.1.0 rounds its mantissa up unchecked when a 21st significant digit
+        // arrives after the first 20 filled a u64 (a panic with overflow checks, a wrong size
+        // without): found twice by the `plan` fuzz target. No size has more than 20
+        // significant digits (u64::MAX has 20), so refuse those before parse-size sees them.
+        if significant_digits(trimmed) > 20 {
+            return Err(if trimmed.contains('.') {
+                SizeError::Invalid(s.to_owned())
+            } else {
+                SizeError::TooLarge(s.to_owned())
+            });
         }
         parse_size::Config::new()
             .with_binary()
@@ -88,6 +93,14 @@ impl FromStr for Size {
                 _ => SizeError::Invalid(s.to_owned()),
             })
     }
+}
+
+/// Digits after any leading zeros (across a decimal point): what parse-size's mantissa holds.
+fn significant_digits(s: &str) -> usize {
+    s.bytes()
+        .filter(u8::is_ascii_digit)
+        .skip_while(|&b| b == b'0')
+        .count()
 }
 
 impl Serialize for Size {
@@ -216,7 +229,7 @@ mod tests {
         // The `plan` fuzz target's crash input, and its shape in a config file.
         for text in [
             "000000000.0184467440737095516157100M",
-            "1.84467440737095516157G",
+            "1.844674407370955161571G",
         ] {
             assert_eq!(
                 text.parse::<Size>(),
@@ -224,6 +237,12 @@ mod tests {
                 "{text}"
             );
         }
+        let long = "00184467440737095516157100M";
+        assert_eq!(
+            long.parse::<Size>(),
+            Err(SizeError::TooLarge(long.to_owned()))
+        );
+        assert_eq!("0.00000000000000000000000005K".parse::<Size>(), Ok(Size(0)));
         assert_eq!("1.5G".parse::<Size>(), Ok(Size(3 << 29)));
         assert_eq!(
             "18446744073709551615".parse::<Size>(),
