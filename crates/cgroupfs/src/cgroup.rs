@@ -98,10 +98,17 @@ fn wrap<T>(result: io::Result<T>, path: &Path) -> Result<Option<T>, Error> {
 /// kernel lacks it; creating a regular file in its place would hide that. `truncate`
 /// matches what a shell's `>` does, which kernfs accepts and ignores.
 fn write_control(path: &Path, data: &str) -> io::Result<()> {
+    write_control_flags(path, data, 0)
+}
+
+/// [`write_control`] with extra `open(2)` flags.
+fn write_control_flags(path: &Path, data: &str, flags: i32) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
     let mut file = OpenOptions::new()
         .write(true)
         .create(false)
         .truncate(true)
+        .custom_flags(flags)
         .open(path)?;
     file.write_all(data.as_bytes())
 }
@@ -452,9 +459,14 @@ impl CgroupFs {
 
     /// Writes `data` to the control file `name` of cgroup `rel`.
     fn write(&self, rel: &str, name: &str, data: &str) -> Result<Written, Error> {
+        self.write_flags(rel, name, data, 0)
+    }
+
+    /// [`CgroupFs::write`] with extra `open(2)` flags.
+    fn write_flags(&self, rel: &str, name: &str, data: &str, flags: i32) -> Result<Written, Error> {
         let mut path = self.resolve(rel)?;
         path.push(name);
-        match write_control(&path, data) {
+        match write_control_flags(&path, data, flags) {
             Ok(()) => Ok(Written::Done),
             Err(err) if is_gone(&err) => Ok(Written::Gone),
             Err(source) => Err(Error::Write {
@@ -474,7 +486,12 @@ impl CgroupFs {
     ///
     /// [`Error::Escape`] for a bad name, [`Error::Write`] if the kernel refuses.
     pub fn write_high(&self, rel: &str, value: Limit) -> Result<Written, Error> {
-        self.write(rel, "memory.high", &value.to_string())
+        // O_NONBLOCK: kernels with the 2025 patch "memcg: introduce non-blocking limit
+        // setting option" set the limit without reclaiming down to it in the writer, so the
+        // write never blocks (the cgroup's own allocations still meet the limit, and the
+        // daemon reclaims with memory.reclaim); kernels without it ignore the flag on cgroup
+        // files and reclaim in the write as before (docs/design.md, "Writes never stall").
+        self.write_flags(rel, "memory.high", &value.to_string(), libc::O_NONBLOCK)
     }
 
     /// Sets `memory.low` of cgroup `rel`.

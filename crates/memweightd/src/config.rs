@@ -437,6 +437,18 @@ pub struct Rules {
 }
 
 impl Rules {
+    /// No rules: nothing is managed (`memweightd --restore`).
+    #[must_use]
+    pub fn none() -> Rules {
+        Rules {
+            exact: Vec::new(),
+            globs: Vec::new(),
+            depth: 0,
+        }
+    }
+}
+
+impl Rules {
     /// The settings for the cgroup at `rel`, if a rule names it.
     #[must_use]
     pub fn settings_for(&self, rel: &str) -> Option<Settings> {

@@ -160,9 +160,13 @@ pub struct Controller {
     ticks: u64,
     counters: Counters,
     last: Option<TickReport>,
-    last_originals: BTreeMap<String, Originals>,
+    /// At shutdown: each released cgroup's originals and id, for jobs that write late.
+    last_originals: BTreeMap<String, (Originals, Option<u64>)>,
     containers: Option<Containers>,
     snap: Arc<Snapshot>,
+    /// Cgroups no rule may make the daemon manage: its own cgroup and every ancestor of it
+    /// (throttling them would throttle the daemon), and `init.scope` (PID 1).
+    forbidden: BTreeSet<String>,
 }
 
 /// What became of one attempt to put a recorded original back.
@@ -249,7 +253,16 @@ impl Controller {
             last_originals: BTreeMap::new(),
             containers: None,
             snap: Arc::new(Snapshot::default()),
-        })
+            forbidden: BTreeSet::new(),
+        }
+        .with_forbidden())
+    }
+
+    /// Works out [`Controller::forbidden`] from `/proc/self/cgroup` (under `proc_root`).
+    fn with_forbidden(mut self) -> Self {
+        let own = std::fs::read_to_string(self.cfg.proc_root.join("self/cgroup")).ok();
+        self.forbidden = forbidden_cgroups(own.as_deref(), &self.cfg.cgroup_root);
+        self
     }
 
     /// Starts reading container names and labels (`[containers]`); without it, or with
@@ -336,18 +349,30 @@ impl Controller {
     }
 
     /// Sets a runtime override; it takes effect at the next tick and is persisted.
+    ///
+    /// A save that fails changes nothing: the previous override (or none) stays in force.
     pub fn set_override(&mut self, path: &str, ov: Override) -> Result<(), ControlError> {
-        self.state.overrides.insert(path.to_owned(), ov);
-        self.persist()
+        let before = self.state.overrides.insert(path.to_owned(), ov);
+        self.persist().inspect_err(|_| {
+            match before {
+                Some(b) => self.state.overrides.insert(path.to_owned(), b),
+                None => self.state.overrides.remove(path),
+            };
+        })
     }
 
     /// Removes a runtime override; returns whether there was one.
+    ///
+    /// A save that fails changes nothing: the override stays in force.
     pub fn unset_override(&mut self, path: &str) -> Result<bool, ControlError> {
-        let had = self.state.overrides.remove(path).is_some();
-        if had {
-            self.persist()?;
+        let Some(before) = self.state.overrides.remove(path) else {
+            return Ok(false);
+        };
+        if let Err(e) = self.persist() {
+            self.state.overrides.insert(path.to_owned(), before);
+            return Err(e);
         }
-        Ok(had)
+        Ok(true)
     }
 
     /// Replaces the configuration (reload). Cgroups that stay managed keep their originals;
@@ -509,6 +534,14 @@ impl Controller {
         let mut accepted: BTreeSet<&str> = BTreeSet::new();
         let mut out: Vec<(String, Settings)> = Vec::with_capacity(found.len());
         for path in &found {
+            if self.forbidden.contains(path) {
+                self.warn_once(&format!("forbidden:{path}"), || {
+                    error!(cgroup = %path,
+                        "not managing the daemon's own cgroup, an ancestor of it, or init.scope: \
+                         throttling it would throttle memweightd or PID 1; change the rule");
+                });
+                continue;
+            }
             let outer = path
                 .match_indices('/')
                 .map(|(i, _)| &path[..i])
@@ -528,7 +561,7 @@ impl Controller {
         }
         // Warnings about cgroups that are gone may be given again if they come back.
         self.warned.retain(|k| match k.split_once(':') {
-            Some(("anc" | "restore" | "label", _)) | None => true,
+            Some(("anc" | "restore" | "label" | "forbidden", _)) | None => true,
             Some((_, p)) => found.contains(p),
         });
         out
@@ -1166,14 +1199,25 @@ impl Controller {
             let late: Vec<(String, JoinHandle<JobResult>)> =
                 std::mem::take(&mut self.jobs).into_iter().collect();
             for (path, handle) in late {
-                if let Ok(Ok(r)) = tokio::time::timeout_at(deadline, handle).await
-                    && (r.writes.high.is_some() || r.writes.low.is_some())
-                    && let Some(o) = self.last_originals.remove(&path)
-                {
-                    let id = self.state.originals.get(&path).and_then(|e| e.id);
-                    if let Restored::Failed(e) = restore(&self.fs, &path, &o, id) {
-                        error!(cgroup = %path, error = %e,
-                            "could not restore after a late write; keeping the original recorded");
+                let Some((o, id)) = self.last_originals.remove(&path) else {
+                    continue;
+                };
+                match tokio::time::timeout_at(deadline, handle).await {
+                    Ok(Ok(r)) if r.writes.high.is_none() && r.writes.low.is_none() => {}
+                    Ok(Ok(_)) => {
+                        if let Restored::Failed(e) = restore(&self.fs, &path, &o, id) {
+                            error!(cgroup = %path, error = %e,
+                                "could not restore after a late write; keeping the original \
+                                 recorded");
+                            self.record_entry(&path, o, id);
+                        }
+                    }
+                    _ => {
+                        // Still in the kernel: its write may land after this process is gone.
+                        // Recorded, so the unit's ExecStopPost (or the next start) restores it.
+                        error!(cgroup = %path,
+                            "a write is still blocked in the kernel; keeping the original \
+                             recorded for memweightd --restore");
                         self.record_entry(&path, o, id);
                     }
                 }
@@ -1184,12 +1228,25 @@ impl Controller {
         }
     }
 
+    /// Restores every original recorded in the state file and saves what is left; no ticks,
+    /// no sockets, no runtime. This is `memweightd --restore`: the unit's `ExecStopPost=`
+    /// after the main process died without restoring (SIGKILL, SIGABRT, the watchdog, a
+    /// panic), and the daemon's own panic path. Returns how many originals are still recorded
+    /// (not restored; kept for the next start).
+    pub fn restore_only(&mut self) -> usize {
+        self.release_all_now();
+        if !self.flush() {
+            error!("could not record the restored state");
+        }
+        self.state.originals.len() + self.state.ancestors.len()
+    }
+
     /// Lets go of every cgroup and restores every recorded original now.
     fn release_all_now(&mut self) {
         let n = self.managed.len();
         self.last_originals.clear();
         for (p, m) in std::mem::take(&mut self.managed) {
-            self.last_originals.insert(p, m.originals);
+            self.last_originals.insert(p, (m.originals, m.id));
         }
         self.counters.released += n as u64;
         let started = Instant::now();
@@ -1289,6 +1346,32 @@ impl Controller {
 
 /// Sum of descendants' protection per ancestor (the root itself excluded), rounded up to the
 /// `memory.low` granule.
+/// The cgroups the daemon must never manage, as paths under `root`: `init.scope`, and the
+/// daemon's own cgroup (from the `0::/…` line of `/proc/self/cgroup`, `own`) with every
+/// ancestor of it that lies under `root`. Paths in `/proc/self/cgroup` are relative to the
+/// cgroup2 mount, taken to be `/sys/fs/cgroup`; under another root (tests) only `init.scope`
+/// is forbidden.
+fn forbidden_cgroups(own: Option<&str>, root: &std::path::Path) -> BTreeSet<String> {
+    let mut out = BTreeSet::from(["init.scope".to_owned()]);
+    let Some(own) = own.and_then(|t| t.lines().find_map(|l| l.strip_prefix("0::"))) else {
+        return out;
+    };
+    let abs = std::path::Path::new("/sys/fs/cgroup").join(own.trim().trim_start_matches('/'));
+    let Ok(rel) = abs.strip_prefix(root) else {
+        return out;
+    };
+    let rel = rel.to_string_lossy();
+    let mut prefix = String::new();
+    for part in rel.split('/').filter(|p| !p.is_empty()) {
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(part);
+        out.insert(prefix.clone());
+    }
+    out
+}
+
 fn ancestor_lows(lows: &[(&str, u64)]) -> BTreeMap<String, u64> {
     let mut out: BTreeMap<String, u64> = BTreeMap::new();
     for (path, low) in lows {
@@ -1482,6 +1565,33 @@ fn same_pages(a: Limit, b: Limit) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_daemons_own_cgroup_its_ancestors_and_init_scope_are_forbidden() {
+        let root = std::path::Path::new("/sys/fs/cgroup");
+        let got = forbidden_cgroups(Some("0::/system.slice/memweightd.service\n"), root);
+        let want: BTreeSet<String> = [
+            "init.scope",
+            "system.slice",
+            "system.slice/memweightd.service",
+        ]
+        .map(str::to_owned)
+        .into();
+        assert_eq!(got, want);
+        // The root cgroup itself is never a managed path; cgroup v1 lines are ignored.
+        let got = forbidden_cgroups(Some("1:name=systemd:/x\n0::/\n"), root);
+        assert_eq!(got, BTreeSet::from(["init.scope".to_owned()]));
+        // Another root (a test tree): only init.scope.
+        let got = forbidden_cgroups(Some("0::/lab/a\n"), std::path::Path::new("/tmp/t"));
+        assert_eq!(got, BTreeSet::from(["init.scope".to_owned()]));
+        // A root below the mount: paths relative to it.
+        let got = forbidden_cgroups(
+            Some("0::/lab/daemon\n"),
+            std::path::Path::new("/sys/fs/cgroup/lab"),
+        );
+        assert!(got.contains("daemon") && !got.contains("lab"), "{got:?}");
+        assert_eq!(forbidden_cgroups(None, root).len(), 1);
+    }
 
     #[test]
     fn ancestors_get_the_sum_of_their_descendants() {

@@ -6,10 +6,10 @@
 //! publishes after every tick (the same [`Snapshot`] `/metrics` reads), so the desk answers it
 //! from there at once. Every other command (`set`, `unset`, `get`, `explain`, `reload`) reads
 //! or changes the [`crate::controller::Controller`] and goes on to the loop, which stays the
-//! one owner of state. Before the first report exists, `status` goes to the loop too, which
-//! answers "not ready".
+//! one owner of state. Before the first report exists the desk answers `status` itself with
+//! "not ready", so that a first tick adopting thousands of cgroups never holds a client.
 
-use memweight_proto::ctl::{Command, Outcome, Reply, Status};
+use memweight_proto::ctl::{Command, ErrorKind, ErrorReply, Outcome, Reply, Status};
 use tokio::sync::mpsc;
 
 use crate::metrics::{Snapshot, Snapshots};
@@ -24,6 +24,12 @@ pub async fn serve(mut calls: mpsc::Receiver<Call>, to_loop: mpsc::Sender<Call>,
             (Command::Status, Some(s)) => {
                 // The client may have gone away; its answer is then not needed.
                 let _ = call.reply.send(status(&s));
+            }
+            (Command::Status, None) => {
+                let _ = call.reply.send(Outcome::Error(ErrorReply::new(
+                    ErrorKind::NotReady,
+                    "the daemon has not completed its first tick yet; try again in a moment",
+                )));
             }
             _ => {
                 // Queued on its own task, so that a busy loop never holds up the next status.
@@ -104,11 +110,21 @@ mod tests {
         let (snaps_tx, snaps) = watch::channel(None);
         tokio::spawn(serve(calls, to_loop, snaps));
 
-        // Before the first report, status goes to the loop (which says "not ready").
-        let early = ask(&front, Command::Status).await;
-        let fwd = at_loop.recv().await.expect("forwarded");
-        assert_eq!(fwd.command, Command::Status);
-        drop(early);
+        // Before the first report the desk says "not ready" itself: the first tick is the
+        // long one.
+        let early =
+            tokio::time::timeout(Duration::from_secs(2), ask(&front, Command::Status).await)
+                .await
+                .expect("status answers at once before the first report")
+                .expect("answered");
+        match early {
+            Outcome::Error(e) => assert_eq!(e.kind, ErrorKind::NotReady),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(
+            at_loop.try_recv().is_err(),
+            "not forwarded to the busy loop"
+        );
 
         snaps_tx.send_replace(Some(snapshot(7)));
         let set = ask(

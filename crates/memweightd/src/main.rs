@@ -33,6 +33,13 @@ struct Args {
     /// Validate FILE and exit (0 = valid, 2 = invalid).
     #[arg(long, value_name = "FILE")]
     check_config: Option<PathBuf>,
+    /// Put back every original limit recorded in the state file and exit (0 = nothing left
+    /// recorded, 1 = some could not be restored and stay recorded). Run by the unit's
+    /// `ExecStopPost=` after a daemon that died without restoring (SIGKILL, SIGABRT, the
+    /// watchdog); a no-op after a clean stop. Uses `--config` for the state directory and the
+    /// cgroup root, and the built-in defaults if that file cannot be read.
+    #[arg(long, conflicts_with = "check_config")]
+    restore: bool,
 }
 
 fn main() -> ExitCode {
@@ -57,6 +64,9 @@ fn main() -> ExitCode {
             }
         };
     }
+    if args.restore {
+        return restore_mode(&args.config);
+    }
     let (cfg, rules) = match Config::load(&args.config) {
         Ok(c) => c,
         Err(e) => {
@@ -65,6 +75,7 @@ fn main() -> ExitCode {
         }
     };
     init_logging(&cfg.log_level);
+    raise_nofile();
     // Before the runtime starts its threads; MCL_FUTURE covers them anyway.
     match memweightd::resident::lock() {
         memweightd::resident::Locked::Yes => info!("memory locked (mlockall)"),
@@ -84,13 +95,81 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args.config, cfg, rules)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+    let for_restore = cfg.clone();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(run(args.config, cfg, rules))
+    }));
+    // Write jobs still blocked in the kernel are not waited for: whatever they write lands
+    // before the restore below or is covered by the state file (ExecStopPost, next start).
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    match outcome {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
             error!("{e:#}");
             eprintln!("memweightd: {e:#}");
             ExitCode::FAILURE
         }
+        Err(_) => {
+            // The panic message is already on stderr (the default hook). Every limit written
+            // has its original in the state file: put them all back before exiting.
+            error!("memweightd panicked; restoring every recorded original before exiting");
+            restore_all(for_restore);
+            ExitCode::from(101)
+        }
+    }
+}
+
+/// `memweightd --restore`.
+fn restore_mode(config: &std::path::Path) -> ExitCode {
+    let cfg = match Config::load(config) {
+        Ok((cfg, _)) => cfg,
+        Err(e) => {
+            eprintln!(
+                "memweightd: {e}; restoring with the built-in defaults (state in \
+                 /var/lib/memweight, cgroups under /sys/fs/cgroup)"
+            );
+            Config::default()
+        }
+    };
+    init_logging(&cfg.log_level);
+    match restore_all(cfg) {
+        Some(0) => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
+    }
+}
+
+/// Restores every original in the state file `cfg` names; how many are left recorded, or
+/// `None` when the state could not be read at all.
+fn restore_all(cfg: Config) -> Option<usize> {
+    let dir = cfg.state_dir.clone();
+    match Controller::new(cfg, memweightd::config::Rules::none()) {
+        Ok(mut ctl) => {
+            let left = ctl.restore_only();
+            if left == 0 {
+                info!(state_dir = %dir.display(), "every recorded original is restored");
+            } else {
+                error!(left, state_dir = %dir.display(),
+                    "some originals could not be restored; they stay recorded for the next start");
+            }
+            Some(left)
+        }
+        Err(e) => {
+            error!(state_dir = %dir.display(), "cannot restore: {e}");
+            None
+        }
+    }
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard one: the loop's own files must never run out
+/// because of clients (the listeners bound theirs). Under the shipped unit both are 4096
+/// already and the syscall filter refuses `setrlimit`; that is fine.
+fn raise_nofile() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < hard
+        && let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard)
+    {
+        tracing::debug!(soft, hard, error = %e, "cannot raise RLIMIT_NOFILE");
     }
 }
 
@@ -146,7 +225,17 @@ async fn run(
     loop {
         tokio::select! {
             _ = interval.tick() => {
-                match ctl.tick().await {
+                // The watchdog watches the loop, not the host: a tick that failed (say, /proc
+                // unreadable for a moment) still pings, so systemd does not abort a daemon
+                // that is running and holding limits. Readiness means serving: after the first
+                // tick, whatever became of it (`status` says "not ready" until one succeeds).
+                let outcome = ctl.tick().await;
+                notify(&["WATCHDOG=1"]);
+                if !ready {
+                    notify(&["READY=1"]);
+                    ready = true;
+                }
+                match outcome {
                     Ok(r) => {
                         let r = r.clone();
                         metrics.observe(&r);
@@ -160,11 +249,7 @@ async fn run(
                             at: Instant::now(),
                             interval: tick,
                         })));
-                        notify(&[&status, "WATCHDOG=1"]);
-                        if !ready {
-                            notify(&["READY=1"]);
-                            ready = true;
-                        }
+                        notify(&[&status]);
                     }
                     Err(e) => warn!(error = %e, "tick failed"),
                 }

@@ -388,6 +388,95 @@ fn sigterm_restores_originals() {
     assert_eq!(tree.cg(0).read_low().trim(), "0");
 }
 
+/// The binary: a daemon killed with SIGKILL (or SIGABRT: the watchdog) restores nothing;
+/// `memweightd --restore` with the same config, what the unit's `ExecStopPost=` runs, puts
+/// every original back and exits 0.
+#[test]
+fn restore_after_sigkill_puts_every_original_back() {
+    let tree = seed_tree();
+    tree.cg(0).set_high(Limit::Bytes(1950 * MIB));
+    tree.cg(2).set_low(Limit::Bytes(7 * MIB));
+    let cfg = tree.dir.path().join("memweight.toml");
+    std::fs::write(
+        &cfg,
+        tree.config(&format!(
+            "max_step = \"100%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"\n{SEED_RULES}"
+        )),
+    )
+    .expect("write config");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memweightd"))
+        .arg("--config")
+        .arg(&cfg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn memweightd");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tree.cg(1).read_high().trim() == "max" || high_bytes(tree.cg(0)) >= 1950 * MIB {
+        assert!(Instant::now() < deadline, "daemon never wrote memory.high");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    assert_ne!(
+        tree.cg(1).read_high().trim(),
+        "max",
+        "a killed daemon restores nothing"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_memweightd"))
+        .args(["--restore", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("run memweightd --restore");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {log}", out.status);
+    assert_eq!(high_bytes(tree.cg(0)), 1950 * MIB, "{log}");
+    assert_eq!(tree.cg(1).read_high().trim(), "max", "{log}");
+    assert_eq!(tree.cg(2).read_high().trim(), "max", "{log}");
+    assert_eq!(tree.cg(2).read_low().trim(), (7 * MIB).to_string());
+    assert_eq!(tree.cg(0).read_low().trim(), "0");
+}
+
+/// Regression (issue 10): READY=1 and WATCHDOG=1 were sent only after a tick that succeeded,
+/// so a host file that could not be read (EMFILE, say) meant no ping and a SIGABRT from
+/// systemd, and at start never ready. Both now follow every tick; `status` says "not ready"
+/// until one succeeds.
+#[test]
+fn regression_watchdog_pings_although_ticks_fail() {
+    use std::os::unix::net::UnixDatagram;
+    let tree = seed_tree();
+    // Ticks fail: the host's memory figures cannot be read.
+    std::fs::remove_file(tree.proc.path().join("meminfo")).expect("remove meminfo");
+    let cfg = tree.dir.path().join("memweight.toml");
+    std::fs::write(&cfg, tree.config(SEED_RULES)).expect("write config");
+    let sock_path = tree.dir.path().join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).expect("bind notify socket");
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memweightd"))
+        .arg("--config")
+        .arg(&cfg)
+        .env("NOTIFY_SOCKET", &sock_path)
+        .env("WATCHDOG_USEC", "30000000")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn memweightd");
+    let (mut ready, mut pings) = (false, 0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut buf = [0u8; 4096];
+    while (!ready || pings < 3) && Instant::now() < deadline {
+        let Ok(n) = sock.recv(&mut buf) else { break };
+        let msg = String::from_utf8_lossy(&buf[..n]);
+        ready |= msg.lines().any(|l| l == "READY=1");
+        pings += msg.lines().filter(|l| *l == "WATCHDOG=1").count();
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(ready, "READY=1 although every tick failed");
+    assert!(pings >= 3, "only {pings} WATCHDOG=1 while ticks failed");
+}
+
 #[test]
 fn check_config_reports_bad_files() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -570,3 +570,78 @@ async fn reload_to_a_new_state_dir_carries_the_originals() {
     ctl.release_all().await;
     assert_eq!(high(tree.cg(0)), 1990 * MIB);
 }
+
+/// Regression (issue 10): a daemon that died without restoring (SIGABRT from the watchdog,
+/// SIGKILL, a crash) left every cgroup at its throttled value for good. `memweightd
+/// --restore` (the unit's ExecStopPost) is `Controller::restore_only` on the state file.
+#[tokio::test]
+async fn regression_sigabrt_left_cgroups_throttled_restore_only_puts_them_back() {
+    let tree = Tree::new();
+    tree.cg(0).set_high(Limit::Bytes(1950 * MIB));
+    tree.cg(1).set_low(Limit::Bytes(8 * MIB));
+    {
+        let mut ctl = tree.controller(SQUEEZE);
+        ctl.tick().await.expect("tick");
+        assert!(high(tree.cg(0)) < 1950 * MIB, "throttled");
+        assert_ne!(tree.cg(1).read_high(), "max", "throttled");
+        // SIGABRT: no release_all.
+    }
+    assert_ne!(
+        tree.cg(1).read_high(),
+        "max",
+        "a dead daemon restores nothing"
+    );
+    // ExecStopPost: no rules are needed, only the state file.
+    let (cfg, _) = tree.parse(SQUEEZE, RULES);
+    let mut post = Controller::new(cfg, memweightd::config::Rules::none()).expect("restore");
+    assert_eq!(post.restore_only(), 0, "nothing left recorded");
+    assert_eq!(high(tree.cg(0)), 1950 * MIB);
+    assert_eq!(tree.cg(1).read_high(), "max");
+    assert_eq!(tree.cg(1).read_low(), (8 * MIB).to_string());
+    assert_eq!(tree.cg(2).read_high(), "max");
+    assert!(
+        !tree.state_text().contains("lab/c"),
+        "{}",
+        tree.state_text()
+    );
+    // After a clean stop (or a second run) it finds nothing and changes nothing.
+    let (cfg, _) = tree.parse(SQUEEZE, RULES);
+    let mut again = Controller::new(cfg, memweightd::config::Rules::none()).expect("restore");
+    assert_eq!(again.restore_only(), 0);
+    assert_eq!(high(tree.cg(0)), 1950 * MIB);
+}
+
+/// Regression (issue 10): `set` changed the running daemon's weights even when the override
+/// could not be saved, so a restart silently went back to the old weight.
+#[tokio::test]
+async fn regression_set_with_a_failed_save_changes_nothing() {
+    use memweightd::state::Override;
+    let tree = Tree::new();
+    let mut ctl = tree.controller(SQUEEZE);
+    ctl.tick().await.expect("tick");
+    let ov = |weight| Override {
+        weight,
+        min: None,
+        max: None,
+    };
+    ctl.set_override("lab/c1", ov(5)).expect("saved");
+    let blocker = tree.state_dir().join(".state.json.tmp");
+    std::fs::create_dir_all(&blocker).expect("blocker");
+    assert!(ctl.set_override("lab/c1", ov(7)).is_err(), "the save fails");
+    assert_eq!(
+        ctl.override_for("lab/c1"),
+        Some(ov(5)),
+        "the old override stays"
+    );
+    assert!(ctl.set_override("lab/c2", ov(9)).is_err());
+    assert_eq!(
+        ctl.override_for("lab/c2"),
+        None,
+        "no override without a save"
+    );
+    assert!(ctl.unset_override("lab/c1").is_err());
+    assert_eq!(ctl.override_for("lab/c1"), Some(ov(5)), "still in force");
+    std::fs::remove_dir(&blocker).expect("unblock");
+    assert!(ctl.unset_override("lab/c1").expect("saved"));
+    assert_eq!(ctl.override_for("lab/c1"), None);
+}

@@ -111,6 +111,16 @@ pub enum Mode {
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
         read_pct: u8,
     },
+    /// Open COUNT TCP connections to ADDR that never send a byte, and hold them until stopped
+    /// (a hostile local user's connection flood; ops are connections opened).
+    IdleConnections {
+        /// Where to connect, e.g. 127.0.0.1:9750.
+        #[arg(long)]
+        addr: std::net::SocketAddr,
+        /// Connections to open (the soft open-file limit is raised to the hard one).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=60_000))]
+        count: u32,
+    },
 }
 
 /// A hog's held size over time: (seconds since start, bytes), sorted by time.
@@ -211,6 +221,13 @@ pub enum Work {
         /// 0..=100.
         read_pct: u8,
     },
+    /// See [`Mode::IdleConnections`].
+    IdleConnections {
+        /// Target.
+        addr: std::net::SocketAddr,
+        /// How many.
+        count: u32,
+    },
 }
 
 impl Work {
@@ -219,6 +236,7 @@ impl Work {
         match self {
             Work::SeqWrite { .. } | Work::FileWrite { .. } => Unit::Bytes,
             Work::RandomTouch { .. } | Work::Hog(_) | Work::MmapRw { .. } => Unit::Pages,
+            Work::IdleConnections { .. } => Unit::Connections,
         }
     }
 
@@ -230,6 +248,7 @@ impl Work {
             Work::Hog(_) => "hog",
             Work::FileWrite { .. } => "file-write",
             Work::MmapRw { .. } => "mmap-rw",
+            Work::IdleConnections { .. } => "idle-connections",
         }
     }
 }
@@ -386,6 +405,7 @@ impl Cli {
                 file,
                 read_pct,
             },
+            Mode::IdleConnections { addr, count } => Work::IdleConnections { addr, count },
         };
         Ok(Plan {
             work,

@@ -12,6 +12,8 @@ pub enum Unit {
     Pages,
     /// Bytes written.
     Bytes,
+    /// Connections opened.
+    Connections,
 }
 
 impl Unit {
@@ -20,6 +22,7 @@ impl Unit {
         match self {
             Unit::Pages => "pages",
             Unit::Bytes => "bytes",
+            Unit::Connections => "connections",
         }
     }
 }

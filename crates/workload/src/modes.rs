@@ -85,7 +85,45 @@ pub fn run(work: &Work, env: Env, shared: &Shared) -> Result<()> {
             file,
             read_pct,
         } => mmap_rw(*size, file.as_deref(), *read_pct, env, shared),
+        Work::IdleConnections { addr, count } => idle_connections(*addr, *count, shared),
     }
+}
+
+/// Opens `count` connections to `addr` once, as `nc` in a loop would, and holds them, silent,
+/// until stopped. A refused connection is counted, not an error: that is what a server
+/// defending itself does.
+fn idle_connections(addr: std::net::SocketAddr, count: u32, shared: &Shared) -> Result<()> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < hard
+    {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard)
+            .context("raising the open-file limit failed")?;
+    }
+    let mut held = Vec::with_capacity(count as usize);
+    let mut refused = 0u64;
+    for _ in 0..count {
+        if shared.stopped() {
+            break;
+        }
+        match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+            Ok(s) => {
+                held.push(s);
+                shared.add(1);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EMFILE) => {
+                anyhow::bail!("out of file descriptors after {} connections", held.len())
+            }
+            Err(_) => refused += 1,
+        }
+    }
+    tracing::info!(
+        opened = held.len(),
+        refused,
+        "idle connections open; holding them"
+    );
+    while shared.sleep_unless_stopped(Duration::from_secs(1)) {}
+    Ok(())
 }
 
 fn map_anonymous(size: usize) -> Result<Region> {
