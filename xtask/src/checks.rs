@@ -197,7 +197,15 @@ fn one(check: &Check, scenario: &Scenario, results: &Results, summary: &Summary)
             let stop_at = scenario
                 .commands
                 .iter()
-                .filter(|c| c.action == Some(lab_agent::scenario::Action::StopDaemon))
+                .filter(|c| {
+                    matches!(
+                        c.action,
+                        Some(
+                            lab_agent::scenario::Action::StopDaemon
+                                | lab_agent::scenario::Action::KillDaemon
+                        )
+                    )
+                })
                 .map(|c| c.at)
                 .min();
             let until = until
@@ -219,7 +227,12 @@ fn one(check: &Check, scenario: &Scenario, results: &Results, summary: &Summary)
             )
         }
         Check::DaemonExitOk => {
-            let exit = results.events.iter().find(|e| e.kind == "daemon-exit");
+            // The last exit: an earlier one may be a scenario's own `kill-daemon`.
+            let exit = results
+                .events
+                .iter()
+                .rev()
+                .find(|e| e.kind == "daemon-exit");
             out(
                 "daemon-exit-ok".into(),
                 exit.is_some_and(|e| e.ok),
@@ -267,7 +280,13 @@ fn one(check: &Check, scenario: &Scenario, results: &Results, summary: &Summary)
         Check::ActionsOk => {
             // Shell commands are informational (their output is saved); their exit status is not
             // an assertion.
-            let kinds = ["stop-daemon", "remove-cgroup", "pressure"];
+            let kinds = [
+                "stop-daemon",
+                "kill-daemon",
+                "start-daemon",
+                "remove-cgroup",
+                "pressure",
+            ];
             let bad = results
                 .events
                 .iter()

@@ -478,6 +478,13 @@ impl Lab {
                         self.start_command(file, kind, line, COMMAND_TIMEOUT, em);
                     }
                     (None, Some(Action::StopDaemon)) => self.stop_daemon(em),
+                    (None, Some(Action::KillDaemon)) => self.kill_daemon(em),
+                    (None, Some(Action::StartDaemon)) => {
+                        self.daemon_stopping = false;
+                        if let Err(e) = self.start_daemon(em) {
+                            em.event(self.now(), "start-daemon", format!("{e:#}"), false);
+                        }
+                    }
                     (None, Some(Action::RemoveCgroup)) => {
                         if let Some(name) = &cmd.cgroup {
                             self.remove_cgroup(name, em);
@@ -588,7 +595,11 @@ impl Lab {
             return Ok(());
         }
         let log_path = Path::new(WORK_DIR).join("daemon.log");
-        let log = File::create(&log_path)
+        // Appended to: a daemon started again (`start-daemon`) keeps the first one's log.
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
             .with_context(|| format!("cannot create {}", log_path.display()))?;
         let log2 = log
             .try_clone()
@@ -721,6 +732,43 @@ impl Lab {
                 em.event(t, "stop-daemon", format!("SIGTERM to pid {pid}"), true);
             }
             Err(e) => em.event(t, "stop-daemon", format!("{e:#}"), false),
+        }
+    }
+
+    /// SIGKILL: the daemon dies without restoring anything; its exit is expected.
+    fn kill_daemon(&mut self, em: &mut Emitter) {
+        let t = self.now();
+        if self.host {
+            self.start_command(
+                "kill-daemon".into(),
+                "kill-daemon",
+                "systemctl kill -s KILL --kill-who=main memweightd.service",
+                Duration::from_secs(20),
+                em,
+            );
+            return;
+        }
+        let Some(d) = &mut self.daemon else {
+            em.event(t, "kill-daemon", "memweightd is not running", false);
+            return;
+        };
+        let pid = d.id();
+        match d.kill().and_then(|()| d.wait()) {
+            Ok(status) => {
+                em.event(
+                    t,
+                    "kill-daemon",
+                    format!("SIGKILL to pid {pid}: {}", describe(status)),
+                    true,
+                );
+                self.daemon = None;
+            }
+            Err(e) => em.event(
+                t,
+                "kill-daemon",
+                format!("SIGKILL to pid {pid}: {e}"),
+                false,
+            ),
         }
     }
 

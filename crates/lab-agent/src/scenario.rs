@@ -364,6 +364,10 @@ pub enum Action {
     StopDaemon,
     /// Kill the cgroup's workload, then `rmdir` the cgroup.
     RemoveCgroup,
+    /// SIGKILL to memweightd (a crash: nothing is restored); its death is expected.
+    KillDaemon,
+    /// Start memweightd again with the same config (after `kill-daemon` or `stop-daemon`).
+    StartDaemon,
 }
 
 /// A timed command: a shell line (`run`) or a built-in `action`.
@@ -635,10 +639,10 @@ impl Scenario {
                         cmd.at
                     ));
                 }
-                (None, Some(Action::StopDaemon)) => {
+                (None, Some(Action::StopDaemon | Action::KillDaemon | Action::StartDaemon)) => {
                     if !self.daemon.enabled {
                         return bad(format!(
-                            "command at {}s stops the daemon, but [daemon] enabled is false",
+                            "command at {}s stops or starts the daemon, but [daemon] enabled is false",
                             cmd.at
                         ));
                     }

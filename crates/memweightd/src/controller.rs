@@ -109,6 +109,15 @@ struct JobResult {
     errors: Vec<String>,
 }
 
+impl Drop for Controller {
+    /// A controller dropped without [`Controller::release_all`] (a panic unwinding through the
+    /// loop) tells its write jobs still in the kernel to make no further write, so that the
+    /// restore that follows is not undone by them.
+    fn drop(&mut self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+}
+
 /// Per-cgroup line of a [`TickReport`]: the protocol's status row, so `status` sends it as is.
 pub type CgroupReport = memweight_proto::ctl::CgroupStatus;
 
@@ -386,6 +395,8 @@ impl Controller {
             self.release_all_now();
             self.fs = Arc::new(fs);
         }
+        let own = std::fs::read_to_string(cfg.proc_root.join("self/cgroup")).ok();
+        self.forbidden = forbidden_cgroups(own.as_deref(), &cfg.cgroup_root);
         self.proc = ProcFs::new(&cfg.proc_root);
         if cfg.state_dir != self.cfg.state_dir {
             // Everything recorded must be in the file the next start will read.
@@ -837,6 +848,25 @@ impl Controller {
         }
     }
 
+    /// Drops runtime overrides whose cgroup no longer exists and is not managed: a container
+    /// removed while the daemon was down, or after it was released, leaves no override that
+    /// would apply to a later cgroup of the same name. One `stat` per such override per tick.
+    fn drop_orphan_overrides(&mut self) {
+        let orphans: Vec<String> = self
+            .state
+            .overrides
+            .keys()
+            .filter(|p| !self.managed.contains_key(*p))
+            .filter(|p| matches!(self.fs.id(p), Ok(None)))
+            .cloned()
+            .collect();
+        for p in orphans {
+            info!(cgroup = %p, "runtime override of a cgroup that no longer exists removed");
+            self.state.overrides.remove(&p);
+            self.dirty = true;
+        }
+    }
+
     async fn collect_jobs(&mut self, wait: Duration) {
         {
             let deadline = tokio::time::Instant::now() + wait;
@@ -983,6 +1013,7 @@ impl Controller {
         }
         let wanted_set: BTreeSet<&str> = wanted.iter().map(|(p, _)| p.as_str()).collect();
         self.restore_recorded(&wanted_set, None);
+        self.drop_orphan_overrides();
         self.record_originals();
 
         let host = match self.proc.host() {
@@ -1297,7 +1328,7 @@ impl Controller {
         let mut raise: Vec<(String, Limit)> = Vec::new();
         let mut new: Vec<String> = Vec::new();
         for (a, &sum) in wanted {
-            let current = match read_low(&self.fs, a) {
+            let current = match read_limit(&self.fs, a, "memory.low") {
                 Ok(Some(l)) => l,
                 Ok(None) => continue,
                 Err(e) => {
@@ -1389,8 +1420,12 @@ fn ancestor_lows(lows: &[(&str, u64)]) -> BTreeMap<String, u64> {
     out
 }
 
-fn read_low(fs: &CgroupFs, rel: &str) -> Result<Option<Limit>, memweight_cgroupfs::Error> {
-    let path = fs.resolve(rel)?.join("memory.low");
+fn read_limit(
+    fs: &CgroupFs,
+    rel: &str,
+    file: &str,
+) -> Result<Option<Limit>, memweight_cgroupfs::Error> {
+    let path = fs.resolve(rel)?.join(file);
     match std::fs::read_to_string(&path) {
         Ok(t) => memweight_cgroupfs::parse::limit(&t).map(Some).map_err(|e| {
             memweight_cgroupfs::Error::Parse {
@@ -1538,7 +1573,16 @@ fn restore(fs: &CgroupFs, path: &str, o: &Originals, id: Option<u64>) -> Restore
         Ok(Some(_)) => {}
         Err(e) => return Restored::Failed(e.to_string()),
     }
-    for res in [fs.write_high(path, o.high), fs.write_low(path, o.low)] {
+    // A memory.high raised above the original since it was recorded (by an operator, say
+    // while the daemon was down) is the operator's and stays; the daemon only ever lowers it.
+    let high = match read_limit(fs, path, "memory.high") {
+        Ok(Some(now)) if limit_above(now, o.high) => None,
+        _ => Some(fs.write_high(path, o.high)),
+    };
+    for res in [high, Some(fs.write_low(path, o.low))]
+        .into_iter()
+        .flatten()
+    {
         match res {
             Ok(Written::Done) => {}
             Ok(Written::Gone) => return Restored::Gone,

@@ -95,7 +95,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let for_restore = cfg.clone();
+    let startup = cfg.clone();
+    let config_path = args.config.clone();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         runtime.block_on(run(args.config, cfg, rules))
     }));
@@ -113,7 +114,10 @@ fn main() -> ExitCode {
             // The panic message is already on stderr (the default hook). Every limit written
             // has its original in the state file: put them all back before exiting.
             error!("memweightd panicked; restoring every recorded original before exiting");
-            restore_all(for_restore);
+            // The file as last reloaded names the state directory in use; the start-up
+            // configuration if it cannot be read now.
+            let cfg = Config::load(&config_path).map_or(startup, |(c, _)| c);
+            restore_all(cfg);
             ExitCode::from(101)
         }
     }
@@ -132,6 +136,17 @@ fn restore_mode(config: &std::path::Path) -> ExitCode {
         }
     };
     init_logging(&cfg.log_level);
+    let _lock = match memweightd::state::lock(&cfg.state_dir) {
+        Ok(l) => Some(l),
+        Err(e @ memweightd::state::LockError::Held(_)) => {
+            error!("not restoring: {e}");
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            warn!("{e}; restoring without the lock");
+            None
+        }
+    };
     match restore_all(cfg) {
         Some(0) => ExitCode::SUCCESS,
         _ => ExitCode::FAILURE,
@@ -195,6 +210,14 @@ async fn run(
         (true, Err(e)) => anyhow::bail!("[metrics] listen: {e}"),
         (true, Ok(addr)) => Some(addr),
     };
+    let _lock = match memweightd::state::lock(&cfg.state_dir) {
+        Ok(l) => Some(l),
+        Err(e @ memweightd::state::LockError::Held(_)) => anyhow::bail!("cannot start: {e}"),
+        Err(e) => {
+            warn!("{e}; running without the state directory's lock");
+            None
+        }
+    };
     let mut ctl = Controller::new(cfg, rules).context("cannot start")?;
     ctl.start_containers();
     let server = Server::bind(&ctl.config().control).context("cannot open the control socket")?;
@@ -232,6 +255,10 @@ async fn run(
                 let outcome = ctl.tick().await;
                 notify(&["WATCHDOG=1"]);
                 if !ready {
+                    if let Ok(r) = &outcome {
+                        info!(cgroups = r.cgroups.len(), elapsed_ms = r.pool.duration_us / 1000,
+                            "first tick done");
+                    }
                     notify(&["READY=1"]);
                     ready = true;
                 }

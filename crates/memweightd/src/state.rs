@@ -189,6 +189,60 @@ pub struct State {
     pub boot_id: Option<String>,
 }
 
+/// The state directory's lock (`flock` on `DIR/lock`), held by the daemon for its whole run
+/// and by `memweightd --restore`: two processes never write the state file at once, and a
+/// restore never takes originals away from a daemon that is still holding limits.
+#[derive(Debug)]
+pub struct StateLock {
+    _file: nix::fcntl::Flock<fs::File>,
+}
+
+/// Why [`lock`] did not take the lock.
+#[derive(Debug)]
+pub enum LockError {
+    /// Another process holds it: a daemon is running on this state directory.
+    Held(PathBuf),
+    /// The lock file cannot be created or locked (read-only, permissions, no flock).
+    Io(PathBuf, std::io::Error),
+}
+
+impl std::fmt::Display for LockError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LockError::Held(p) => write!(
+                f,
+                "{} is locked by another process: a memweightd is running on this state \
+                 directory (stop it first: systemctl stop memweightd)",
+                p.display()
+            ),
+            LockError::Io(p, e) => write!(f, "cannot lock {}: {e}", p.display()),
+        }
+    }
+}
+
+/// Takes the lock of state directory `dir` (created if missing) without waiting.
+///
+/// # Errors
+///
+/// [`LockError::Held`] when another process holds it, [`LockError::Io`] otherwise.
+pub fn lock(dir: &Path) -> Result<StateLock, LockError> {
+    use nix::fcntl::{Flock, FlockArg};
+    let path = dir.join("lock");
+    let io = |e| LockError::Io(path.clone(), e);
+    fs::create_dir_all(dir).map_err(io)?;
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io)?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(file) => Ok(StateLock { _file: file }),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(LockError::Held(path)),
+        Err((_, e)) => Err(LockError::Io(path.clone(), e.into())),
+    }
+}
+
 /// Reads and writes the state file in one directory.
 #[derive(Debug, Clone)]
 pub struct StateStore {

@@ -416,6 +416,20 @@ fn restore_after_sigkill_puts_every_original_back() {
         assert!(Instant::now() < deadline, "daemon never wrote memory.high");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // While the daemon runs, --restore refuses (the state directory is locked) and changes
+    // nothing: it must not take originals away from a daemon that holds limits.
+    let busy = Command::new(env!("CARGO_BIN_EXE_memweightd"))
+        .args(["--restore", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("run memweightd --restore");
+    assert!(!busy.status.success(), "--restore beside a running daemon");
+    assert!(
+        String::from_utf8_lossy(&busy.stderr).contains("locked by another process"),
+        "{}",
+        String::from_utf8_lossy(&busy.stderr)
+    );
+    assert_ne!(tree.cg(1).read_high().trim(), "max", "left alone");
     child.kill().expect("SIGKILL");
     child.wait().expect("reaped");
     assert_ne!(

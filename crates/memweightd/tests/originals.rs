@@ -645,3 +645,38 @@ async fn regression_set_with_a_failed_save_changes_nothing() {
     assert!(ctl.unset_override("lab/c1").expect("saved"));
     assert_eq!(ctl.override_for("lab/c1"), None);
 }
+
+/// Regression (issue 9): an override was dropped only when its managed cgroup vanished, so
+/// one for a container removed while the daemon was down stayed in the state file for good
+/// and applied to any later cgroup of that name.
+#[tokio::test]
+async fn regression_override_of_a_cgroup_removed_while_down_is_dropped() {
+    use memweightd::state::Override;
+    let tree = Tree::new();
+    {
+        let mut ctl = tree.controller(ROOMY);
+        ctl.tick().await.expect("tick");
+        ctl.set_override(
+            "lab/c3",
+            Override {
+                weight: 9,
+                min: None,
+                max: None,
+            },
+        )
+        .expect("saved");
+        // kill -9
+    }
+    assert!(
+        tree.state_text().contains("\"weight\": 9") || tree.state_text().contains("\"weight\":9")
+    );
+    std::fs::remove_dir_all(tree.cg(2).path()).expect("container removed");
+    let mut ctl = tree.controller(ROOMY);
+    ctl.tick().await.expect("tick");
+    assert_eq!(ctl.override_for("lab/c3"), None);
+    assert!(
+        !tree.state_text().contains("lab/c3"),
+        "{}",
+        tree.state_text()
+    );
+}

@@ -121,6 +121,17 @@ pub enum Mode {
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=60_000))]
         count: u32,
     },
+    /// The floor of sampling cost: every INTERVAL, read the ten files memweightd reads for
+    /// each cgroup directly under DIR, with pread on descriptors kept open and no parsing
+    /// (new cgroups are opened, vanished ones closed; ops are files read).
+    Sampler {
+        /// The parent cgroup whose children are read, e.g. /sys/fs/cgroup/lab.
+        #[arg(long)]
+        dir: PathBuf,
+        /// Milliseconds between two passes.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=60_000))]
+        interval_ms: u64,
+    },
 }
 
 /// A hog's held size over time: (seconds since start, bytes), sorted by time.
@@ -228,6 +239,13 @@ pub enum Work {
         /// How many.
         count: u32,
     },
+    /// See [`Mode::Sampler`].
+    Sampler {
+        /// Parent cgroup.
+        dir: PathBuf,
+        /// Between passes.
+        interval_ms: u64,
+    },
 }
 
 impl Work {
@@ -237,6 +255,7 @@ impl Work {
             Work::SeqWrite { .. } | Work::FileWrite { .. } => Unit::Bytes,
             Work::RandomTouch { .. } | Work::Hog(_) | Work::MmapRw { .. } => Unit::Pages,
             Work::IdleConnections { .. } => Unit::Connections,
+            Work::Sampler { .. } => Unit::Files,
         }
     }
 
@@ -249,6 +268,7 @@ impl Work {
             Work::FileWrite { .. } => "file-write",
             Work::MmapRw { .. } => "mmap-rw",
             Work::IdleConnections { .. } => "idle-connections",
+            Work::Sampler { .. } => "sampler",
         }
     }
 }
@@ -406,6 +426,7 @@ impl Cli {
                 read_pct,
             },
             Mode::IdleConnections { addr, count } => Work::IdleConnections { addr, count },
+            Mode::Sampler { dir, interval_ms } => Work::Sampler { dir, interval_ms },
         };
         Ok(Plan {
             work,

@@ -1,7 +1,7 @@
 //! `memweight-workload`: the memory workloads the memweight lab runs inside its guest.
 //!
 //! One binary, one mode per run (`random-touch`, `seq-write`, `hog`, `file-write`,
-//! `mmap-rw`, `idle-connections`; see `--help`). Whatever the mode, stdout carries exactly one JSON line per
+//! `mmap-rw`, `idle-connections`, `sampler`; see `--help`). Whatever the mode, stdout carries exactly one JSON line per
 //! second, flushed, and nothing else:
 //!
 //! ```text
@@ -59,7 +59,7 @@ fn main() -> ExitCode {
         }
         Err(err) if err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             eprintln!(
-                "memweight-workload: no mode given; use one of random-touch, seq-write, hog, idle-connections, \
+                "memweight-workload: no mode given; use one of random-touch, seq-write, hog, idle-connections, sampler, \
                  file-write, mmap-rw (see --help)"
             );
             return ExitCode::from(2);

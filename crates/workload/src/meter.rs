@@ -14,6 +14,8 @@ pub enum Unit {
     Bytes,
     /// Connections opened.
     Connections,
+    /// Files read.
+    Files,
 }
 
 impl Unit {
@@ -23,6 +25,7 @@ impl Unit {
             Unit::Pages => "pages",
             Unit::Bytes => "bytes",
             Unit::Connections => "connections",
+            Unit::Files => "files",
         }
     }
 }

@@ -86,6 +86,9 @@ pub fn run(work: &Work, env: Env, shared: &Shared) -> Result<()> {
             read_pct,
         } => mmap_rw(*size, file.as_deref(), *read_pct, env, shared),
         Work::IdleConnections { addr, count } => idle_connections(*addr, *count, shared),
+        Work::Sampler { dir, interval_ms } => {
+            sampler(dir, Duration::from_millis(*interval_ms), shared)
+        }
     }
 }
 
@@ -123,6 +126,83 @@ fn idle_connections(addr: std::net::SocketAddr, count: u32, shared: &Shared) -> 
         "idle connections open; holding them"
     );
     while shared.sleep_unless_stopped(Duration::from_secs(1)) {}
+    Ok(())
+}
+
+/// The files memweightd reads for each managed cgroup every tick
+/// (`memweight_cgroupfs::CgroupFs::sample`).
+const SAMPLED: [&str; 10] = [
+    "memory.current",
+    "memory.stat",
+    "memory.events",
+    "memory.pressure",
+    "memory.swap.current",
+    "memory.swap.max",
+    "memory.high",
+    "memory.low",
+    "memory.min",
+    "memory.max",
+];
+
+/// The bare sampler: what reading the daemon's files costs at the least. Every `interval`,
+/// lists `dir`'s child cgroups (as the daemon's discovery does), opens the files of new ones
+/// and drops vanished ones, then preads every kept-open file into one buffer.
+fn sampler(dir: &std::path::Path, interval: Duration, shared: &Shared) -> Result<()> {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::os::unix::fs::FileExt as _;
+
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    // Ten descriptors per cgroup: as many as root may have.
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(1 << 20);
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        let want = nr_open.max(hard);
+        if setrlimit(Resource::RLIMIT_NOFILE, want, want).is_err() && soft < hard {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+        }
+    }
+    let mut open: BTreeMap<std::ffi::OsString, Vec<File>> = BTreeMap::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut next = Instant::now();
+    while !shared.stopped() {
+        let mut seen = BTreeSet::new();
+        for entry in std::fs::read_dir(dir)
+            .with_context(|| format!("cannot list {}", dir.display()))?
+            .flatten()
+        {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                seen.insert(entry.file_name());
+            }
+        }
+        open.retain(|name, _| seen.contains(name));
+        for name in seen {
+            open.entry(name).or_insert_with_key(|name| {
+                let cg = dir.join(name);
+                SAMPLED
+                    .iter()
+                    .filter_map(|f| File::open(cg.join(f)).ok())
+                    .collect()
+            });
+        }
+        let mut read = 0u64;
+        open.retain(|_, files| {
+            for f in files.iter() {
+                if f.read_at(&mut buf, 0).is_err() {
+                    return false; // removed since it was listed: reopened if it comes back
+                }
+                read += 1;
+            }
+            true
+        });
+        shared.add(read);
+        next += interval;
+        let now = Instant::now();
+        if next > now && !shared.sleep_unless_stopped(next - now) {
+            break;
+        }
+    }
     Ok(())
 }
 
