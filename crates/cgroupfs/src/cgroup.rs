@@ -457,6 +457,27 @@ impl CgroupFs {
         }))
     }
 
+    /// Reads `memory.current`, `memory.high` and `memory.low` of cgroup `rel` (what changes
+    /// from tick to tick in a steady cgroup): `Ok(None)` if the cgroup is gone.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Escape`] for a bad name, [`Error::Io`] or [`Error::Parse`] if a file cannot
+    /// be read or parsed.
+    pub fn sample_light(&self, rel: &str) -> Result<Option<(u64, Limit, Limit)>, Error> {
+        let mut reader = Reader::new(self.resolve(rel)?);
+        let Some(current) = reader.read("memory.current", parse::single_u64)? else {
+            return Ok(None);
+        };
+        let Some(high) = reader.read("memory.high", parse::limit)? else {
+            return Ok(None);
+        };
+        let Some(low) = reader.read("memory.low", parse::limit)? else {
+            return Ok(None);
+        };
+        Ok(Some((current, high, low)))
+    }
+
     /// Writes `data` to the control file `name` of cgroup `rel`.
     fn write(&self, rel: &str, name: &str, data: &str) -> Result<Written, Error> {
         self.write_flags(rel, name, data, 0)

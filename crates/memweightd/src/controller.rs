@@ -60,6 +60,11 @@ struct Managed {
     reclaim_supported: bool,
     /// The last change made outside the daemon and adopted as the new original (`explain`).
     operator: Option<String>,
+    /// The last full sample (all ten files) and the tick it was taken at; reused, with
+    /// `memory.current` read afresh, while the cgroup is steady ([`Controller::sample_cheap`]).
+    last: Option<Box<CgroupSample>>,
+    /// The next tick must take a full sample: the daemon wrote to the cgroup.
+    refresh: bool,
 }
 
 /// How one cgroup's settings were put together: config rule < container label < override.
@@ -196,6 +201,11 @@ enum Restored {
 const RESTORE_BUDGET: Duration = Duration::from_secs(20);
 /// Restores between two progress lines in the log.
 const PROGRESS_EVERY: usize = 1000;
+/// A steady cgroup gets a full sample at least every this many ticks (staggered by id).
+const FULL_SAMPLE_EVERY: u64 = 10;
+/// A cgroup whose `memory.current` moved less than this (or 1/64 of it) since its last full
+/// sample is steady.
+const STEADY_BYTES: u64 = 1 << 20;
 /// Adoptions in one tick above which they are summarised in the log instead of listed.
 const ADOPTIONS_LISTED: usize = 50;
 
@@ -646,6 +656,8 @@ impl Controller {
                 known: sampled,
                 reclaim_supported: true,
                 operator,
+                last: None,
+                refresh: true,
             },
         );
     }
@@ -848,6 +860,42 @@ impl Controller {
         }
     }
 
+    /// Samples one cgroup: all ten files, or — for a managed cgroup that is steady (its
+    /// `memory.current` within [`STEADY_BYTES`] or 1/64 of its last full sample, nothing
+    /// written to it since, not due for its periodic full sample) — `memory.current`,
+    /// `memory.high` and `memory.low` afresh with the rest (`memory.stat`, events, PSI, swap,
+    /// `memory.min`/`memory.max`) reused (`true`). Idle cgroups so cost three reads a tick,
+    /// not ten, and the limits an operator may change are still read every tick.
+    fn sample_cheap(
+        &self,
+        path: &str,
+    ) -> Result<Option<(CgroupSample, bool)>, memweight_cgroupfs::Error> {
+        if let Some(m) = self.managed.get(path)
+            && let Some(last) = &m.last
+            && !m.refresh
+            && !self.jobs.contains_key(path)
+            && !self
+                .ticks
+                .wrapping_add(m.id.unwrap_or(0))
+                .is_multiple_of(FULL_SAMPLE_EVERY)
+        {
+            match self.fs.sample_light(path)? {
+                None => return Ok(None),
+                Some((now, high, low))
+                    if now.abs_diff(last.current) <= STEADY_BYTES.max(last.current / 64) =>
+                {
+                    let mut s = (**last).clone();
+                    s.current = now;
+                    s.high = high;
+                    s.low = low;
+                    return Ok(Some((s, true)));
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(self.fs.sample(path)?.map(|s| (s, false)))
+    }
+
     /// Drops runtime overrides whose cgroup no longer exists and is not managed: a container
     /// removed while the daemon was down, or after it was released, leaves no override that
     /// would apply to a later cgroup of the same name. One `stat` per such override per tick.
@@ -967,12 +1015,16 @@ impl Controller {
         let mut vanished = Vec::new();
         let mut adopted: Vec<String> = Vec::new();
         for (path, settings) in &wanted {
-            match self.fs.sample(path) {
-                Ok(Some(s)) => {
+            match self.sample_cheap(path) {
+                Ok(Some((s, reused))) => {
                     if !self.managed.contains_key(path) {
                         adopted.push(path.clone());
                     }
                     self.reconcile(path, *settings, &s);
+                    if !reused && let Some(m) = self.managed.get_mut(path) {
+                        m.last = Some(Box::new(s.clone()));
+                        m.refresh = false;
+                    }
                     rows.push((path.clone(), *settings, s));
                 }
                 Ok(None) => {
@@ -1081,6 +1133,7 @@ impl Controller {
         };
 
         let mut reports = Vec::with_capacity(rows.len());
+        let mut refresh: Vec<String> = Vec::new();
         for (i, (path, st, s)) in rows.iter().enumerate() {
             let d = &plan.decisions[i];
             let level = match plan.level {
@@ -1128,6 +1181,7 @@ impl Controller {
                 m.operator.clone(),
             );
             if self.cfg.enforce && m.recorded && !busy && !writes.is_empty() {
+                refresh.push(path.clone());
                 let fs = Arc::clone(&self.fs);
                 let stopping = Arc::clone(&self.stopping);
                 let p = path.clone();
@@ -1171,6 +1225,11 @@ impl Controller {
                 original_low,
                 operator,
             });
+        }
+        for p in refresh {
+            if let Some(m) = self.managed.get_mut(&p) {
+                m.refresh = true;
+            }
         }
         // Give quick writes a chance to land within this tick; slow ones are picked up later.
         self.collect_jobs(self.cfg.tick.0 / 2).await;

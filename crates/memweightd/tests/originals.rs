@@ -680,3 +680,49 @@ async fn regression_override_of_a_cgroup_removed_while_down_is_dropped() {
         tree.state_text()
     );
 }
+
+/// Issue 9 (cost with change): a steady cgroup costs three reads a tick (`memory.current`,
+/// `memory.high`, `memory.low`), its other seven files being read only every tenth tick or
+/// when it moves — and an operator's change to its limits is seen at once.
+#[tokio::test]
+async fn steady_cgroups_cost_one_read_and_never_hide_an_operator_change() {
+    let tree = Tree::new();
+    let mut ctl = tree.controller(ROOMY);
+    // Adoption writes memory.low (the entitlement); the tick after it samples in full again.
+    for _ in 0..3 {
+        ctl.tick().await.expect("tick");
+    }
+    // c2's memory.stat becomes unreadable: only a full sample of it fails.
+    let stat = tree.cg(1).path().join("memory.stat");
+    std::fs::remove_file(&stat).expect("remove");
+    std::fs::create_dir(&stat).expect("mkdir");
+    let before = ctl.counters().read_errors;
+    for _ in 0..20 {
+        ctl.tick().await.expect("tick");
+    }
+    let failed = ctl.counters().read_errors - before;
+    assert!(
+        (1..=3).contains(&failed),
+        "{failed} full samples of a steady cgroup in 20 ticks (want 2: every tenth tick)"
+    );
+    std::fs::remove_dir(&stat).expect("rmdir");
+    tree.cg(1).set_stat(1900 * MIB, 100 * MIB);
+
+    // An operator lowers c1's memory.high; then pressure makes the daemon write.
+    tree.cg(0).set_high(Limit::Bytes(1500 * MIB));
+    let (cfg, rules) = tree.parse(SQUEEZE, RULES);
+    ctl.reload(cfg, rules).expect("reload");
+    ctl.tick().await.expect("tick");
+    assert!(high(tree.cg(0)) <= 1500 * MIB, "{}", tree.cg(0).read_high());
+    assert!(
+        tree.state_text().contains(&(1500 * MIB).to_string()),
+        "the operator's value is the new original: {}",
+        tree.state_text()
+    );
+    ctl.release_all().await;
+    assert_eq!(
+        high(tree.cg(0)),
+        1500 * MIB,
+        "the operator's value comes back"
+    );
+}
