@@ -134,8 +134,29 @@ fn lists_memory(text: &str) -> bool {
 pub(crate) struct Reader {
     /// The cgroup directory; a file name is pushed and popped around each read.
     path: PathBuf,
-    /// Zero-filled scratch space; only the length [`read_file`] returns is meaningful.
+    /// Zero-filled scratch space; only the length [`read_file`] returns is meaningful. Taken
+    /// from the thread's [`SCRATCH`] and given back on drop, so that sampling thousands of
+    /// cgroups a tick allocates and zeroes it once per thread, not once per cgroup.
     buf: Vec<u8>,
+}
+
+thread_local! {
+    /// The scratch buffer [`Reader`]s of this thread share (one at a time; a second one
+    /// alive at once gets a fresh buffer).
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        let buf = std::mem::take(&mut self.buf);
+        SCRATCH.with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut()
+                && s.len() < buf.len()
+            {
+                *s = buf;
+            }
+        });
+    }
 }
 
 /// Reads the whole file at `path` into `buf`, growing it if needed; returns the length.
@@ -161,10 +182,13 @@ fn read_file(path: &Path, buf: &mut Vec<u8>) -> io::Result<usize> {
 
 impl Reader {
     pub(crate) fn new(dir: PathBuf) -> Self {
-        Reader {
-            path: dir,
-            buf: vec![0; READ_BUFFER],
+        let mut buf = SCRATCH
+            .with(|s| s.try_borrow_mut().map(|mut s| std::mem::take(&mut *s)))
+            .unwrap_or_default();
+        if buf.len() < READ_BUFFER {
+            buf = vec![0; READ_BUFFER];
         }
+        Reader { path: dir, buf }
     }
 
     /// Reads `name` and parses it; `Ok(None)` if it (or the cgroup) is absent.
