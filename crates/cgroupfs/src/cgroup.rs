@@ -7,6 +7,21 @@ use std::path::{Path, PathBuf};
 use crate::Error;
 use crate::parse::{self, Limit, MemoryEvents, MemoryStat, ParseError, Psi};
 
+/// The files [`CgroupFs::sample`] reads for one cgroup, in the order it reads them (the lab's
+/// bare sampler and the tick benchmark read the same ones).
+pub const SAMPLE_FILES: [&str; 10] = [
+    "memory.current",
+    "memory.stat",
+    "memory.events",
+    "memory.pressure",
+    "memory.swap.current",
+    "memory.swap.max",
+    "memory.high",
+    "memory.low",
+    "memory.min",
+    "memory.max",
+];
+
 /// Bytes reserved up front for a file's text; `memory.stat` is the largest (~1.5 KiB).
 const READ_BUFFER: usize = 4096;
 

@@ -57,7 +57,7 @@ mod proc;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use cgroup::{CgroupFs, CgroupSample, Reclaimed, Written};
+pub use cgroup::{CgroupFs, CgroupSample, Reclaimed, SAMPLE_FILES, Written};
 pub use error::Error;
 pub use parse::{Limit, MemoryEvents, MemoryStat, ParseError, Psi, PsiLine};
 pub use proc::{HostSample, ProcFs, meminfo as parse_meminfo};

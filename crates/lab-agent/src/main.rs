@@ -947,7 +947,9 @@ impl Lab {
         if let Some(mut d) = self.daemon.take() {
             let pid = d.id().to_string();
             let _ = run_quiet("kill", &["-TERM", &pid]);
-            let deadline = Instant::now() + Duration::from_secs(10);
+            // As long as the unit's TimeoutStopSec: a daemon restoring 10,000 cgroups under
+            // TCG needs more than a few seconds.
+            let deadline = Instant::now() + Duration::from_secs(30);
             let status = loop {
                 match d.try_wait() {
                     Ok(Some(status)) => break Some(status),
@@ -969,7 +971,7 @@ impl Lab {
                     format!("at the end: {}", describe(s)),
                     s.success(),
                 ),
-                None => em.event(t, "daemon-exit", "ignored SIGTERM for 10 s; killed", false),
+                None => em.event(t, "daemon-exit", "ignored SIGTERM for 30 s; killed", false),
             }
         }
         for w in &mut self.workloads {

@@ -28,19 +28,6 @@ use memweightd::config::Config;
 use memweightd::controller::Controller;
 
 const MIB: u64 = 1 << 20;
-/// The files `CgroupFs::sample` reads.
-const FILES: [&str; 10] = [
-    "memory.current",
-    "memory.stat",
-    "memory.events",
-    "memory.pressure",
-    "memory.swap.current",
-    "memory.swap.max",
-    "memory.high",
-    "memory.low",
-    "memory.min",
-    "memory.max",
-];
 
 struct Tree {
     dir: tempfile::TempDir,
@@ -116,7 +103,7 @@ fn bare_sample(cgroups: &[PathBuf]) -> usize {
     let mut bytes = 0;
     let mut path = PathBuf::new();
     for dir in cgroups {
-        for f in FILES {
+        for f in memweight_cgroupfs::SAMPLE_FILES {
             path.clone_from(dir);
             path.push(f);
             bytes += std::fs::read(&path).map_or(0, |b| b.len());

@@ -348,11 +348,9 @@ fn refuses_a_root_that_is_not_cgroup_v2() {
     assert!(err.contains("cgroup"), "{err}");
 }
 
-/// The binary: SIGTERM restores the originals and exits 0.
-#[test]
-fn sigterm_restores_originals() {
-    let tree = seed_tree();
-    tree.cg(2).set_low(Limit::Bytes(7 * MIB));
+/// Writes a config that squeezes the seed tree (a fixed 3000M pool, lowered in one step) and
+/// returns its path.
+fn squeeze_config(tree: &Tree) -> std::path::PathBuf {
     let cfg = tree.dir.path().join("memweight.toml");
     std::fs::write(
         &cfg,
@@ -361,6 +359,15 @@ fn sigterm_restores_originals() {
         )),
     )
     .expect("write config");
+    cfg
+}
+
+/// The binary: SIGTERM restores the originals and exits 0.
+#[test]
+fn sigterm_restores_originals() {
+    let tree = seed_tree();
+    tree.cg(2).set_low(Limit::Bytes(7 * MIB));
+    let cfg = squeeze_config(&tree);
     let child = Command::new(env!("CARGO_BIN_EXE_memweightd"))
         .arg("--config")
         .arg(&cfg)
@@ -396,14 +403,7 @@ fn restore_after_sigkill_puts_every_original_back() {
     let tree = seed_tree();
     tree.cg(0).set_high(Limit::Bytes(1950 * MIB));
     tree.cg(2).set_low(Limit::Bytes(7 * MIB));
-    let cfg = tree.dir.path().join("memweight.toml");
-    std::fs::write(
-        &cfg,
-        tree.config(&format!(
-            "max_step = \"100%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"\n{SEED_RULES}"
-        )),
-    )
-    .expect("write config");
+    let cfg = squeeze_config(&tree);
     let mut child = Command::new(env!("CARGO_BIN_EXE_memweightd"))
         .arg("--config")
         .arg(&cfg)

@@ -129,21 +129,6 @@ fn idle_connections(addr: std::net::SocketAddr, count: u32, shared: &Shared) -> 
     Ok(())
 }
 
-/// The files memweightd reads for each managed cgroup every tick
-/// (`memweight_cgroupfs::CgroupFs::sample`).
-const SAMPLED: [&str; 10] = [
-    "memory.current",
-    "memory.stat",
-    "memory.events",
-    "memory.pressure",
-    "memory.swap.current",
-    "memory.swap.max",
-    "memory.high",
-    "memory.low",
-    "memory.min",
-    "memory.max",
-];
-
 /// The bare sampler: what reading the daemon's files costs at the least. Every `interval`,
 /// lists `dir`'s child cgroups (as the daemon's discovery does), opens the files of new ones
 /// and drops vanished ones, then preads every kept-open file into one buffer.
@@ -180,7 +165,7 @@ fn sampler(dir: &std::path::Path, interval: Duration, shared: &Shared) -> Result
         for name in seen {
             open.entry(name).or_insert_with_key(|name| {
                 let cg = dir.join(name);
-                SAMPLED
+                memweight_cgroupfs::SAMPLE_FILES
                     .iter()
                     .filter_map(|f| File::open(cg.join(f)).ok())
                     .collect()
