@@ -33,6 +33,9 @@ pub enum ControlError {
     /// The state file could not be read or written.
     #[error(transparent)]
     State(#[from] crate::state::StateError),
+    /// A stop was requested ([`Controller::stop_handle`]): the tick ended early.
+    #[error("stopping: the tick was cut short")]
+    Stopping,
     /// A configured cgroup exists but cannot be managed.
     #[error("{path}: {message}")]
     Unmanageable {
@@ -282,6 +285,14 @@ impl Controller {
         let own = std::fs::read_to_string(self.cfg.proc_root.join("self/cgroup")).ok();
         self.forbidden = forbidden_cgroups(own.as_deref(), &self.cfg.cgroup_root);
         self
+    }
+
+    /// The stop flag: set it (on SIGTERM) and a running tick ends before its next cgroup,
+    /// and write jobs make no further write, so that [`Controller::release_all`] follows at
+    /// once however many cgroups the tick had left.
+    #[must_use]
+    pub fn stop_handle(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.stopping)
     }
 
     /// Starts reading container names and labels (`[containers]`); without it, or with
@@ -1015,6 +1026,9 @@ impl Controller {
         let mut vanished = Vec::new();
         let mut adopted: Vec<String> = Vec::new();
         for (path, settings) in &wanted {
+            if self.stopping.load(Ordering::Relaxed) {
+                return Err(ControlError::Stopping);
+            }
             match self.sample_cheap(path) {
                 Ok(Some((s, reused))) => {
                     if !self.managed.contains_key(path) {

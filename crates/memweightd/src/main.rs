@@ -241,6 +241,18 @@ async fn run(
     }
     let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+    // SIGTERM/SIGINT are taken on their own task: they cut a long tick short (the stop flag)
+    // instead of waiting for it to end.
+    let (stop_tx, mut stop_rx) = mpsc::channel::<&'static str>(1);
+    let stop = ctl.stop_handle();
+    tokio::spawn(async move {
+        let which = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = stop_tx.send(which).await;
+    });
     let mut hup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
     let mut interval = new_interval(tick);
     let mut ready = false;
@@ -278,6 +290,7 @@ async fn run(
                         })));
                         notify(&[&status]);
                     }
+                    Err(memweightd::controller::ControlError::Stopping) => {}
                     Err(e) => warn!(error = %e, "tick failed"),
                 }
             }
@@ -289,8 +302,10 @@ async fn run(
                     interval = new_interval(tick);
                 }
             }
-            _ = term.recv() => { info!("SIGTERM: restoring original limits"); break; }
-            _ = int.recv() => { info!("SIGINT: restoring original limits"); break; }
+            Some(which) = stop_rx.recv() => {
+                info!("{which}: restoring original limits");
+                break;
+            }
             _ = hup.recv() => {
                 // A refused reload keeps the running configuration and logs why (WARN).
                 let _ = server::reload(&mut ctl, &config_path);

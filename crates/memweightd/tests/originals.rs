@@ -726,3 +726,24 @@ async fn steady_cgroups_cost_one_read_and_never_hide_an_operator_change() {
         "the operator's value comes back"
     );
 }
+
+/// Regression (issue 9, found in the lab at 10,000 cgroups): SIGTERM was taken only between
+/// ticks, so a stop waited for a long first tick (36 s under TCG). The stop flag now ends a
+/// tick before its next cgroup.
+#[tokio::test]
+async fn regression_sigterm_waited_for_a_long_tick() {
+    let tree = Tree::new();
+    let mut ctl = tree.controller(SQUEEZE);
+    ctl.tick().await.expect("tick");
+    assert!(high(tree.cg(0)) < 2000 * MIB, "throttled");
+    ctl.stop_handle()
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(matches!(
+        ctl.tick().await,
+        Err(memweightd::controller::ControlError::Stopping)
+    ));
+    ctl.release_all().await;
+    for c in [tree.cg(0), tree.cg(1), tree.cg(2)] {
+        assert_eq!(c.read_high(), "max");
+    }
+}
