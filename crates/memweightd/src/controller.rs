@@ -176,7 +176,7 @@ pub struct Controller {
     stopping: Arc<AtomicBool>,
     ticks: u64,
     counters: Counters,
-    last: Option<TickReport>,
+    last: Option<Arc<TickReport>>,
     /// At shutdown: each released cgroup's originals and id, for jobs that write late.
     last_originals: BTreeMap<String, (Originals, Option<u64>)>,
     containers: Option<Containers>,
@@ -341,7 +341,7 @@ impl Controller {
     /// The last tick's report.
     #[must_use]
     pub fn last_report(&self) -> Option<&TickReport> {
-        self.last.as_ref()
+        self.last.as_deref()
     }
 
     /// Counters since start.
@@ -988,7 +988,8 @@ impl Controller {
 
     /// Runs one tick. Errors on single cgroups are logged and counted, never fatal: one
     /// cgroup that cannot be read, recorded or written never stops the others.
-    pub async fn tick(&mut self) -> Result<&TickReport, ControlError> {
+    /// The report is shared (`Arc`) with whoever publishes it: no copy of its rows per tick.
+    pub async fn tick(&mut self) -> Result<Arc<TickReport>, ControlError> {
         let started = Instant::now();
         self.ticks += 1;
         self.collect_jobs(Duration::ZERO).await;
@@ -1093,7 +1094,9 @@ impl Controller {
 
         let mut report = self.compute_and_enforce(&rows, &host).await;
         report.pool.duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        Ok(self.last.insert(report))
+        let report = Arc::new(report);
+        self.last = Some(Arc::clone(&report));
+        Ok(report)
     }
 
     async fn compute_and_enforce(

@@ -65,7 +65,7 @@ mod tests {
 
     fn snapshot(tick: u64) -> Arc<Snapshot> {
         Arc::new(Snapshot {
-            report: TickReport {
+            report: Arc::new(TickReport {
                 pool: Pool {
                     tick,
                     enforce: true,
@@ -84,7 +84,7 @@ mod tests {
                     duration_us: 0,
                 },
                 cgroups: Vec::new(),
-            },
+            }),
             counters: Counters::default(),
             at: Instant::now(),
             interval: Duration::from_secs(1),

@@ -276,7 +276,6 @@ async fn run(
                 }
                 match outcome {
                     Ok(r) => {
-                        let r = r.clone();
                         metrics.observe(&r);
                         let status = format!(
                             "STATUS=managing {} cgroup(s), capacity {} MiB, usage {} MiB, {}",

@@ -45,8 +45,8 @@ pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; char
 /// What the control loop publishes after each tick.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
-    /// The tick's report.
-    pub report: TickReport,
+    /// The tick's report (shared with the controller).
+    pub report: Arc<TickReport>,
     /// Counters since start.
     pub counters: Counters,
     /// When it was published.
@@ -666,7 +666,7 @@ mod tests {
 
     fn snapshot(paths: &[&str]) -> Snapshot {
         Snapshot {
-            report: report(paths),
+            report: Arc::new(report(paths)),
             counters: Counters {
                 writes_high: 4,
                 ..Counters::default()

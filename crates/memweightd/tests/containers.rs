@@ -446,7 +446,7 @@ async fn hanging_or_garbled_engine_never_stalls_ticks_and_garbage_expires_labels
     }
     let report = ctl.tick().await.expect("tick");
     assert_eq!(
-        row(report, &scope(WEB)).weight,
+        row(&report, &scope(WEB)).weight,
         4,
         "a hanging engine keeps labels"
     );
