@@ -131,6 +131,10 @@ pub enum Mode {
         /// Milliseconds between two passes.
         #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=60_000))]
         interval_ms: u64,
+        /// Open, read and close every file on every pass (what a reader that keeps no
+        /// descriptors, and so no kernel buffers, pays) instead of pread on kept-open ones.
+        #[arg(long)]
+        reopen: bool,
     },
 }
 
@@ -245,6 +249,8 @@ pub enum Work {
         dir: PathBuf,
         /// Between passes.
         interval_ms: u64,
+        /// Open/read/close each time instead of pread on kept-open descriptors.
+        reopen: bool,
     },
 }
 
@@ -426,7 +432,15 @@ impl Cli {
                 read_pct,
             },
             Mode::IdleConnections { addr, count } => Work::IdleConnections { addr, count },
-            Mode::Sampler { dir, interval_ms } => Work::Sampler { dir, interval_ms },
+            Mode::Sampler {
+                dir,
+                interval_ms,
+                reopen,
+            } => Work::Sampler {
+                dir,
+                interval_ms,
+                reopen,
+            },
         };
         Ok(Plan {
             work,

@@ -86,9 +86,11 @@ pub fn run(work: &Work, env: Env, shared: &Shared) -> Result<()> {
             read_pct,
         } => mmap_rw(*size, file.as_deref(), *read_pct, env, shared),
         Work::IdleConnections { addr, count } => idle_connections(*addr, *count, shared),
-        Work::Sampler { dir, interval_ms } => {
-            sampler(dir, Duration::from_millis(*interval_ms), shared)
-        }
+        Work::Sampler {
+            dir,
+            interval_ms,
+            reopen,
+        } => sampler(dir, Duration::from_millis(*interval_ms), *reopen, shared),
     }
 }
 
@@ -131,8 +133,10 @@ fn idle_connections(addr: std::net::SocketAddr, count: u32, shared: &Shared) -> 
 
 /// The bare sampler: what reading the daemon's files costs at the least. Every `interval`,
 /// lists `dir`'s child cgroups (as the daemon's discovery does), opens the files of new ones
-/// and drops vanished ones, then preads every kept-open file into one buffer.
-fn sampler(dir: &std::path::Path, interval: Duration, shared: &Shared) -> Result<()> {
+/// and drops vanished ones, then preads every kept-open file into one buffer; with `reopen`,
+/// opens, reads and closes every file on every pass instead (no descriptors, and so no
+/// kernel buffers, kept).
+fn sampler(dir: &std::path::Path, interval: Duration, reopen: bool, shared: &Shared) -> Result<()> {
     use std::collections::{BTreeMap, BTreeSet};
     use std::os::unix::fs::FileExt as _;
 
@@ -163,6 +167,10 @@ fn sampler(dir: &std::path::Path, interval: Duration, shared: &Shared) -> Result
         }
         open.retain(|name, _| seen.contains(name));
         for name in seen {
+            if reopen {
+                open.entry(name).or_default();
+                continue;
+            }
             open.entry(name).or_insert_with_key(|name| {
                 let cg = dir.join(name);
                 memweight_cgroupfs::SAMPLE_FILES
@@ -172,6 +180,25 @@ fn sampler(dir: &std::path::Path, interval: Duration, shared: &Shared) -> Result
             });
         }
         let mut read = 0u64;
+        if reopen {
+            // No descriptors kept: open, read, close, as `std::fs::read` does.
+            for name in open.keys() {
+                let cg = dir.join(name);
+                for f in memweight_cgroupfs::SAMPLE_FILES {
+                    if let Ok(mut file) = File::open(cg.join(f)) {
+                        let _ = std::io::Read::read(&mut file, &mut buf);
+                        read += 1;
+                    }
+                }
+            }
+            shared.add(read);
+            next += interval;
+            let now = Instant::now();
+            if next > now && !shared.sleep_unless_stopped(next - now) {
+                break;
+            }
+            continue;
+        }
         open.retain(|_, files| {
             for f in files.iter() {
                 if f.read_at(&mut buf, 0).is_err() {
