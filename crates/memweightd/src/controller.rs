@@ -872,8 +872,9 @@ impl Controller {
     }
 
     /// Samples one cgroup: all ten files, or — for a managed cgroup that is steady (its
-    /// `memory.current` within [`STEADY_BYTES`] or 1/64 of its last full sample, nothing
-    /// written to it since, not due for its periodic full sample) — `memory.current`,
+    /// `memory.current` within [`STEADY_BYTES`] or 1/64 of its last full sample, not held at
+    /// its `memory.high`, nothing written to it since, not due for its periodic full sample)
+    /// — `memory.current`,
     /// `memory.high` and `memory.low` afresh with the rest (`memory.stat`, events, PSI, swap,
     /// `memory.min`/`memory.max`) reused (`true`). Idle cgroups so cost three reads a tick,
     /// not ten, and the limits an operator may change are still read every tick.
@@ -892,8 +893,11 @@ impl Controller {
         {
             match self.fs.sample_light(path)? {
                 None => return Ok(None),
+                // Held at its memory.high, usage stays flat while what sets its floor (anon
+                // vs cache, swap) moves: such a cgroup is always sampled in full.
                 Some((now, high, low))
-                    if now.abs_diff(last.current) <= STEADY_BYTES.max(last.current / 64) =>
+                    if now.abs_diff(last.current) <= STEADY_BYTES.max(last.current / 64)
+                        && !held(now, high) =>
                 {
                     let mut s = (**last).clone();
                     s.current = now;
@@ -1036,9 +1040,13 @@ impl Controller {
                         adopted.push(path.clone());
                     }
                     self.reconcile(path, *settings, &s);
-                    if !reused && let Some(m) = self.managed.get_mut(path) {
-                        m.last = Some(Box::new(s.clone()));
-                        m.refresh = false;
+                    if !reused {
+                        // Taken while a write job runs, it may be mid-reclaim: sample again.
+                        let busy = self.jobs.contains_key(path);
+                        if let Some(m) = self.managed.get_mut(path) {
+                            m.last = Some(Box::new(s.clone()));
+                            m.refresh = busy;
+                        }
                     }
                     rows.push((path.clone(), *settings, s));
                 }
@@ -1574,11 +1582,7 @@ fn empty_plan(capacity: u64, inputs: &[CgroupInput]) -> Plan {
 /// that memory freed elsewhere flows back to it by weight, and pressure is not declared over
 /// merely because the throttle works.
 fn hidden_demand(s: &CgroupSample, capacity: u64, original: Limit) -> Option<u64> {
-    let Limit::Bytes(high) = s.high else {
-        return None;
-    };
-    let slack = (high / 32).max(THROTTLE_SLACK);
-    if s.current.saturating_add(slack) < high {
+    if !held(s.current, s.high) {
         return None;
     }
     let cap = original.bytes().unwrap_or(u64::MAX);
@@ -1587,6 +1591,16 @@ fn hidden_demand(s: &CgroupSample, capacity: u64, original: Limit) -> Option<u64
 
 /// A cgroup within this many bytes (or 1/32) of its memory.high counts as held by it.
 const THROTTLE_SLACK: u64 = 4 << 20;
+
+/// Whether a cgroup using `current` is held at its `memory.high`: within
+/// `max(high/32, THROTTLE_SLACK)` of it. Its usage is then flat because the kernel holds it,
+/// not because it is idle.
+fn held(current: u64, high: Limit) -> bool {
+    let Limit::Bytes(high) = high else {
+        return false;
+    };
+    current.saturating_add((high / 32).max(THROTTLE_SLACK)) >= high
+}
 
 /// Writes one cgroup's limits, high before low before reclaim; runs on the blocking pool.
 fn apply(fs: &CgroupFs, path: &str, writes: Writes, stopping: &AtomicBool) -> JobResult {

@@ -259,6 +259,30 @@ async fn run(
     info!(config = %config_path.display(), ?tick, enforce = ctl.config().enforce, "memweightd started");
     loop {
         tokio::select! {
+            // In this order: a stop first, then control calls and reloads, then the tick (after a
+            // long tick the interval is ready at once and would otherwise be picked again).
+            biased;
+            Some(which) = stop_rx.recv() => {
+                info!("{which}: restoring original limits");
+                break;
+            }
+            Some(call) = calls.recv() => {
+                // A call whose client stopped waiting is dropped, not carried out late.
+                server::answer(&mut ctl, call, &config_path);
+                if ctl.config().tick.0 != tick {
+                    tick = ctl.config().tick.0;
+                    interval = new_interval(tick);
+                }
+            }
+            _ = hup.recv() => {
+                // A refused reload keeps the running configuration and logs why (WARN).
+                let _ = server::reload(&mut ctl, &config_path);
+                if ctl.config().tick.0 != tick {
+                    tick = ctl.config().tick.0;
+                    interval = new_interval(tick);
+                }
+                notify(&["READY=1"]);
+            }
             _ = interval.tick() => {
                 // The watchdog watches the loop, not the host: a tick that failed (say, /proc
                 // unreadable for a moment) still pings, so systemd does not abort a daemon
@@ -292,27 +316,6 @@ async fn run(
                     Err(memweightd::controller::ControlError::Stopping) => {}
                     Err(e) => warn!(error = %e, "tick failed"),
                 }
-            }
-            Some(call) = calls.recv() => {
-                // A call whose client stopped waiting is dropped, not carried out late.
-                server::answer(&mut ctl, call, &config_path);
-                if ctl.config().tick.0 != tick {
-                    tick = ctl.config().tick.0;
-                    interval = new_interval(tick);
-                }
-            }
-            Some(which) = stop_rx.recv() => {
-                info!("{which}: restoring original limits");
-                break;
-            }
-            _ = hup.recv() => {
-                // A refused reload keeps the running configuration and logs why (WARN).
-                let _ = server::reload(&mut ctl, &config_path);
-                if ctl.config().tick.0 != tick {
-                    tick = ctl.config().tick.0;
-                    interval = new_interval(tick);
-                }
-                notify(&["READY=1"]);
             }
         }
     }

@@ -747,3 +747,31 @@ async fn regression_sigterm_waited_for_a_long_tick() {
         assert_eq!(c.read_high(), "max");
     }
 }
+
+/// A cgroup held at its memory.high has flat usage because the kernel holds it there, while
+/// what sets its floor (anon against cache, swap) keeps moving: it is never sampled light, so
+/// its floor is never stale (found in review of the steady sampling).
+#[tokio::test]
+async fn cgroups_held_at_their_high_are_always_sampled_in_full() {
+    let tree = Tree::new();
+    let mut ctl = tree.controller(SQUEEZE);
+    ctl.tick().await.expect("tick");
+    let h = high(tree.cg(0));
+    assert!(h < 2000 * MIB, "throttled to {h}");
+    tree.cg(0).set_current(h); // the kernel holds it at its memory.high
+    for _ in 0..3 {
+        ctl.tick().await.expect("tick");
+    }
+    let stat = tree.cg(0).path().join("memory.stat");
+    std::fs::remove_file(&stat).expect("remove");
+    std::fs::create_dir(&stat).expect("mkdir");
+    let before = ctl.counters().read_errors;
+    for _ in 0..5 {
+        ctl.tick().await.expect("tick");
+    }
+    assert_eq!(
+        ctl.counters().read_errors - before,
+        5,
+        "a held cgroup was sampled light"
+    );
+}
