@@ -11,6 +11,7 @@
 //! | single value or `max`  | `memory.high`, `memory.max`, `.low` ... | [`limit`]       |
 //! | flat keyed             | `memory.stat`, `memory.events`          | [`flat_keyed`], [`MemoryStat::parse`], [`MemoryEvents::parse`] |
 //! | nested keyed (PSI)     | `memory.pressure`, `/proc/pressure/memory` | [`psi`]      |
+//! | zone blocks            | `/proc/zoneinfo`                        | [`watermarks`]  |
 
 use std::fmt;
 
@@ -434,9 +435,150 @@ pub fn psi(text: &str) -> Result<Psi, ParseError> {
     })
 }
 
+/// The kernel's free-memory watermarks summed over every zone of every node, in pages
+/// (`/proc/zoneinfo`). Below `low` kswapd reclaims until free memory is back at `high`;
+/// below `min` allocations reclaim directly. The gaps between them are
+/// `max(min/4, managed × vm.watermark_scale_factor / 10000)` per zone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Watermarks {
+    /// Σ `min`.
+    pub min: u64,
+    /// Σ `low`.
+    pub low: u64,
+    /// Σ `high`.
+    pub high: u64,
+    /// Σ `managed`: pages the buddy allocator manages.
+    pub managed: u64,
+}
+
+/// Parses `/proc/zoneinfo`: every `Node N, zone NAME` block's `min`, `low`, `high` and
+/// `managed` lines (pages), summed. Other lines (per-node statistics, `pages free`,
+/// `protection: (…)`, per-cpu sets) are skipped.
+///
+/// # Errors
+///
+/// [`ParseError::MissingKey`] when no zone block has all four keys (not a zoneinfo file),
+/// [`ParseError::NotANumber`] for a watermark that is not a `u64`,
+/// [`ParseError::TrailingData`] for a watermark line with more than one value.
+pub fn watermarks(text: &str) -> Result<Watermarks, ParseError> {
+    let mut sum = Watermarks::default();
+    let mut zone: Option<[Option<u64>; 4]> = None;
+    let mut zones = 0usize;
+    let mut close = |z: Option<[Option<u64>; 4]>, sum: &mut Watermarks| {
+        if let Some([Some(min), Some(low), Some(high), Some(managed)]) = z {
+            sum.min = sum.min.saturating_add(min);
+            sum.low = sum.low.saturating_add(low);
+            sum.high = sum.high.saturating_add(high);
+            sum.managed = sum.managed.saturating_add(managed);
+            zones += 1;
+        }
+    };
+    for line in text.lines() {
+        if line.starts_with("Node ") {
+            close(zone.take(), &mut sum);
+            zone = Some([None; 4]);
+            continue;
+        }
+        let Some(z) = zone.as_mut() else {
+            continue;
+        };
+        let mut tokens = line.split_ascii_whitespace();
+        let slot = match tokens.next() {
+            Some("min") => 0,
+            Some("low") => 1,
+            Some("high") => 2,
+            Some("managed") => 3,
+            _ => continue,
+        };
+        let value = number(tokens.next().ok_or(ParseError::Empty)?)?;
+        if tokens.next().is_some() {
+            return Err(ParseError::TrailingData { found: quote(line) });
+        }
+        z[slot] = Some(value);
+    }
+    close(zone, &mut sum);
+    if zones == 0 {
+        return Err(ParseError::MissingKey {
+            key: "min/low/high/managed",
+        });
+    }
+    Ok(sum)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Debian 6.1, 1 GiB guest: DMA and DMA32 populated, Normal and Movable not.
+    const ZONEINFO: &str = "Node 0, zone      DMA
+  per-node stats
+      nr_inactive_anon 8
+      nr_active_anon 7311
+  pages free     3576
+        boost    0
+        min      90
+        low      112
+        high     134
+        spanned  4095
+        present  3998
+        managed  3840
+        cma      0
+        protection: (0, 932, 932, 932)
+      nr_free_pages 3576
+  pagesets
+    cpu: 0
+              count: 0
+              high:  0
+              batch: 1
+  vm stats threshold: 4
+  node_unreclaimable:  0
+  start_pfn:           1
+Node 0, zone    DMA32
+  pages free     170541
+        boost    0
+        min      5555
+        low      6943
+        high     8331
+        spanned  258048
+        present  258048
+        managed  238560
+        cma      0
+        protection: (0, 0, 0, 0)
+Node 0, zone   Normal
+  pages free     0
+        boost    0
+        min      0
+        low      0
+        high     0
+        spanned  0
+        present  0
+        managed  0
+        cma      0
+        protection: (0, 0, 0, 0)
+";
+
+    #[test]
+    fn watermarks_sum_every_zone_and_skip_per_cpu_highs() {
+        let w = watermarks(ZONEINFO).expect("parses");
+        assert_eq!(
+            w,
+            Watermarks {
+                min: 5645,
+                low: 7055,
+                high: 8465,
+                managed: 242_400
+            }
+        );
+    }
+
+    #[test]
+    fn watermarks_reject_what_is_not_zoneinfo() {
+        assert!(watermarks("").is_err());
+        assert!(watermarks("MemTotal: 1 kB\n").is_err());
+        assert!(watermarks("Node 0, zone DMA\n min x\n").is_err());
+        assert!(watermarks("Node 0, zone DMA\n min 1 2\n").is_err());
+        assert!(watermarks("Node 0, zone DMA\n min\n").is_err());
+    }
 
     #[test]
     fn single_u64_reads_value_with_newline() {

@@ -1,5 +1,5 @@
-//! Host-wide memory state from procfs (`meminfo`, `pressure/memory`) under an injected
-//! root.
+//! Host-wide memory state from procfs (`meminfo`, `pressure/memory`, `zoneinfo`) under an
+//! injected root.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -8,7 +8,7 @@ use procfs::FromRead;
 
 use crate::Error;
 use crate::cgroup::Reader;
-use crate::parse::{ParseError, Psi};
+use crate::parse::{self, ParseError, Psi, Watermarks};
 
 /// A procfs mount given by the caller: normally `/proc`, a tempdir in tests.
 #[derive(Debug, Clone)]
@@ -78,6 +78,31 @@ impl ProcFs {
     #[must_use]
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Reads `zoneinfo`: the free-memory watermarks summed over all zones, in **bytes**
+    /// (the file counts pages of the running kernel's page size).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if `zoneinfo` cannot be read, [`Error::Parse`] if it is malformed.
+    pub fn watermarks(&self) -> Result<Watermarks, Error> {
+        let path = self.root.join("zoneinfo");
+        let text = fs::read_to_string(&path).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let pages = parse::watermarks(&text).map_err(|e| Error::Parse {
+            path,
+            what: e.to_string(),
+        })?;
+        let page = procfs::page_size();
+        Ok(Watermarks {
+            min: pages.min.saturating_mul(page),
+            low: pages.low.saturating_mul(page),
+            high: pages.high.saturating_mul(page),
+            managed: pages.managed.saturating_mul(page),
+        })
     }
 
     /// Reads `meminfo` and `pressure/memory`.

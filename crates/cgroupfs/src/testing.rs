@@ -310,7 +310,7 @@ impl FakeCgroup {
     }
 }
 
-/// A fake procfs with `meminfo` and `pressure/memory`.
+/// A fake procfs with `meminfo`, `pressure/memory` and `zoneinfo`.
 #[derive(Debug, Clone)]
 pub struct FakeProc {
     root: PathBuf,
@@ -346,8 +346,9 @@ impl Default for FakeMeminfo {
 }
 
 impl FakeProc {
-    /// Creates `root/meminfo` ([`FakeMeminfo::default`]) and `root/pressure/memory`
-    /// (no pressure).
+    /// Creates `root/meminfo` ([`FakeMeminfo::default`]), `root/pressure/memory` (no
+    /// pressure) and `root/zoneinfo` (one zone with the watermarks a 16 GiB host gets with
+    /// the default `vm.watermark_scale_factor`: min 4,096, low 8,290, high 12,484 pages).
     ///
     /// # Panics
     ///
@@ -359,7 +360,24 @@ impl FakeProc {
         mkdir(&fake.root.join("pressure"));
         fake.set_meminfo(FakeMeminfo::default());
         fake.set_psi(0.0, 0.0);
+        fake.set_watermarks(4096, 8290, 12_484);
         fake
+    }
+
+    /// Rewrites `zoneinfo` as one populated zone with these watermarks (pages) beside an
+    /// empty one.
+    pub fn set_watermarks(&self, min: u64, low: u64, high: u64) {
+        let text = format!(
+            "Node 0, zone    DMA32\n  per-node stats\n      nr_free_pages 1000\n  \
+             pages free     1000\n        boost    0\n        min      {min}\n        \
+             low      {low}\n        high     {high}\n        spanned  4194304\n        \
+             present  4194304\n        managed  4194304\n        cma      0\n        \
+             protection: (0, 0, 0, 0)\n  pagesets\n    cpu: 0\n              count: 0\n              \
+             high:  0\n              batch: 1\nNode 0, zone   Normal\n  pages free     0\n        \
+             boost    0\n        min      0\n        low      0\n        high     0\n        \
+             spanned  0\n        present  0\n        managed  0\n        cma      0\n"
+        );
+        put(&self.root.join("zoneinfo"), &text);
     }
 
     /// The fake procfs root.

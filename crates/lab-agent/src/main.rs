@@ -28,7 +28,7 @@ const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 const WORK_DIR: &str = "/tmp/lab";
 const DAEMON_CONFIG: &str = "/etc/memweight.toml";
 const MODULE_DIR: &str = "/modules";
-/// A timed shell command is killed after this long.
+/// A timed shell command is killed after this long (unless its `timeout` says otherwise).
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(20);
 /// A throughput older than this counts as a stalled workload (0 ops/s).
 const OPS_STALE: Duration = Duration::from_secs(3);
@@ -475,7 +475,8 @@ impl Lab {
                     (Some(line), _) => {
                         let kind = if cmd.assert { "assert" } else { "command" };
                         let file = format!("{index:02}-{}", slug(line));
-                        self.start_command(file, kind, line, COMMAND_TIMEOUT, em);
+                        let timeout = cmd.timeout.map_or(COMMAND_TIMEOUT, Duration::from_secs);
+                        self.start_command(file, kind, line, timeout, em);
                     }
                     (None, Some(Action::StopDaemon)) => self.stop_daemon(em),
                     (None, Some(Action::KillDaemon)) => self.kill_daemon(em),

@@ -388,6 +388,9 @@ pub struct CommandSpec {
     /// The shell line is an assertion: it must exit 0 (judged by the `asserts-ok` check).
     #[serde(default)]
     pub assert: bool,
+    /// Seconds before the shell line is killed (default 20).
+    #[serde(default)]
+    pub timeout: Option<u64>,
 }
 
 /// An assertion on the results, evaluated by the host.

@@ -409,6 +409,8 @@ mod tests {
             capacity: 4 << 30,
             shortfall: 0,
             psi_cut: 0,
+            reserve: 0,
+            own_stall: 0.0,
             total_usage: 4000 << 20,
             total_weight: 6,
             pressure: false,

@@ -54,6 +54,8 @@ fn status_reply() -> Reply {
             capacity: 4500 << 20,
             shortfall: 0,
             psi_cut: 0,
+            reserve: 0,
+            own_stall: 0.0,
             total_usage: 6000 << 20,
             total_weight: 6,
             pressure: true,

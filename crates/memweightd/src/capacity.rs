@@ -5,8 +5,18 @@
 //! host memory PSI stays above a threshold and decays when it clears. This is how external
 //! pressure (another process, a balloon driver) becomes weighted reclaim instead of the
 //! kernel's global LRU.
+//!
+//! A shortage is measured the way the kernel sees it: the default reserve is the width of the
+//! kernel's reclaim band (Σ `high` − `min` watermarks, [`crate::config::Reserve::Watermarks`]),
+//! not a fixed share of RAM; and stalls the daemon causes itself — tasks of managed cgroups
+//! throttled at the `memory.high` it wrote — do not count towards the PSI cut
+//! ([`HostView::own_stall`]), so its own throttling cannot shrink the pool further.
 
-use crate::config::{CapacityConfig, CapacityMode};
+use crate::config::{CapacityConfig, CapacityMode, Reserve};
+
+/// The reserve when `"watermarks"` is asked for but `/proc/zoneinfo` could not be read: 1 % of
+/// MemTotal (about what the band is with `vm.watermark_scale_factor = 50`).
+const FALLBACK_RESERVE_PERCENT: u64 = 1;
 
 /// Host numbers the capacity depends on, in bytes and percent.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -19,6 +29,13 @@ pub struct HostView {
     pub psi_some_avg10: Option<f64>,
     /// Σ usage of the managed cgroups.
     pub total_usage: u64,
+    /// The kernel's reclaim band, Σ (`high` − `min`) watermarks, when `/proc/zoneinfo` was read.
+    pub watermark_band: Option<u64>,
+    /// The part of the host's PSI `some avg10` that the daemon's own limits explain: the
+    /// highest `some avg10` of a managed cgroup held at a `memory.high` the daemon lowered
+    /// below its original (its tasks sleep in the kernel's throttling, which PSI counts as a
+    /// memory stall at every level up to the root). `0.0` when none is held.
+    pub own_stall: f64,
 }
 
 /// State carried from tick to tick.
@@ -34,6 +51,8 @@ pub struct Capacity {
     pub shortfall: u64,
     /// What PSI took off (auto mode).
     pub psi_cut: u64,
+    /// The MemAvailable reserve this tick (auto mode).
+    pub reserve: u64,
 }
 
 /// Computes this tick's capacity and the next PSI cut.
@@ -47,16 +66,25 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, cut: PsiCut) -> (Capacity
                     bytes,
                     shortfall: 0,
                     psi_cut: 0,
+                    reserve: 0,
                 },
                 PsiCut(0),
             )
         }
         CapacityMode::Auto => {
-            let reserve = cfg.reserve.of(host.mem_total);
+            let reserve = match cfg.reserve {
+                Reserve::Amount(a) => a.of(host.mem_total),
+                Reserve::Watermarks => host
+                    .watermark_band
+                    .unwrap_or(host.mem_total / 100 * FALLBACK_RESERVE_PERCENT),
+            };
             let shortfall = reserve.saturating_sub(host.mem_available);
             let headroom = host.mem_available.saturating_sub(reserve);
+            // Stalls outside what the daemon's own throttling explains.
             let stalled = cfg.psi_threshold > 0.0
-                && host.psi_some_avg10.is_some_and(|p| p > cfg.psi_threshold);
+                && host
+                    .psi_some_avg10
+                    .is_some_and(|p| p - host.own_stall.max(0.0) > cfg.psi_threshold);
             let max_cut = cfg.psi_max_cut.of(host.mem_total);
             let next = if stalled {
                 cut.0
@@ -76,6 +104,7 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, cut: PsiCut) -> (Capacity
                     bytes,
                     shortfall,
                     psi_cut: next,
+                    reserve,
                 },
                 PsiCut(next),
             )
@@ -96,12 +125,14 @@ mod tests {
             mem_available: avail,
             psi_some_avg10: psi,
             total_usage: 600 * MIB,
+            watermark_band: Some(6 * MIB),
+            own_stall: 0.0,
         }
     }
 
     fn auto() -> CapacityConfig {
         CapacityConfig {
-            reserve: Amount::Bytes(100 * MIB),
+            reserve: Reserve::Amount(Amount::Bytes(100 * MIB)),
             psi_threshold: 10.0,
             psi_step: Amount::Bytes(10 * MIB),
             psi_max_cut: Amount::Bytes(25 * MIB),
@@ -140,6 +171,59 @@ mod tests {
         };
         let (c, k) = capacity(&cfg, &host(100 * MIB, Some(99.0)), PsiCut(0));
         assert_eq!((c.bytes, k.0), (600 * MIB, 0));
+    }
+
+    /// Regression (issue 11): with a reserve of a few % of RAM the daemon saw a shortage where
+    /// the kernel kept everything resident (MemAvailable ~58 MiB on a 1 GiB guest, no swap-in)
+    /// and squeezed both cgroups. The default reserve is the kernel's reclaim band.
+    #[test]
+    fn regression_squeezed_without_a_shortage_reserve_follows_watermarks() {
+        let cfg = CapacityConfig {
+            reserve: Reserve::Watermarks,
+            ..auto()
+        };
+        let (c, _) = capacity(&cfg, &host(58 * MIB, Some(0.0)), PsiCut(0));
+        assert_eq!((c.reserve, c.shortfall), (6 * MIB, 0));
+        assert_eq!(c.bytes, 652 * MIB, "usage + what is left above the band");
+        let (c, _) = capacity(&cfg, &host(2 * MIB, None), PsiCut(0));
+        assert_eq!(c.shortfall, 4 * MIB, "short once inside the band");
+        let blind = HostView {
+            watermark_band: None,
+            ..host(58 * MIB, None)
+        };
+        assert_eq!(
+            capacity(&cfg, &blind, PsiCut(0)).0.reserve,
+            10 * MIB,
+            "1 % fallback"
+        );
+    }
+
+    /// Regression (issue 11): the daemon's own throttling raised host PSI from 0 to ~40 %, and
+    /// the PSI cut it triggered shrank the pool further. Stalls of cgroups held at the daemon's
+    /// memory.high no longer count; stalls beyond them still do.
+    #[test]
+    fn regression_own_throttling_shrank_the_pool_further() {
+        let cfg = auto();
+        let own = HostView {
+            own_stall: 45.0,
+            ..host(100 * MIB, Some(50.0))
+        };
+        let (c, k) = capacity(&cfg, &own, PsiCut(0));
+        assert_eq!(
+            (c.psi_cut, k.0),
+            (0, 0),
+            "50 % host, 45 % ours: not a shortage signal"
+        );
+        let other = HostView {
+            own_stall: 20.0,
+            ..host(100 * MIB, Some(50.0))
+        };
+        let (c, _) = capacity(&cfg, &other, PsiCut(0));
+        assert_eq!(
+            c.psi_cut,
+            10 * MIB,
+            "30 % of stalls outside the held cgroups still cut"
+        );
     }
 
     #[test]

@@ -101,6 +101,50 @@ impl<'de> Deserialize<'de> for Amount {
     }
 }
 
+/// `capacity.reserve`: the MemAvailable the pool leaves free; below it the host is short.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Reserve {
+    /// `"watermarks"` (the default): the width of the kernel's own reclaim band, Σ (`high` −
+    /// `min`) over every zone in `/proc/zoneinfo`, which `vm.watermark_scale_factor` and
+    /// `vm.min_free_kbytes` set. MemAvailable already leaves out free memory up to the `high`
+    /// watermarks; once it is within this band of zero, free memory is about to fall to `low`,
+    /// where kswapd starts reclaiming. A shortage, as the kernel sees it.
+    Watermarks,
+    /// A fixed size, or a percentage of MemTotal.
+    Amount(Amount),
+}
+
+impl fmt::Display for Reserve {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reserve::Watermarks => f.write_str("watermarks"),
+            Reserve::Amount(a) => a.fmt(f),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Reserve {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(i64),
+            Str(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(i) => u64::try_from(i)
+                .map(|b| Reserve::Amount(Amount::Bytes(b)))
+                .map_err(|_| {
+                    serde::de::Error::custom(format!("size must not be negative, got {i}"))
+                }),
+            Raw::Str(s) if s.trim() == "watermarks" => Ok(Reserve::Watermarks),
+            Raw::Str(s) => parse_amount(&s).map(Reserve::Amount).map_err(|e| {
+                serde::de::Error::custom(format!("{e} (or \"watermarks\", the default)"))
+            }),
+        }
+    }
+}
+
 /// Parses `"80%"`, `"512M"`, `"1.5G"` or `"4096"`.
 pub fn parse_amount(s: &str) -> Result<Amount, String> {
     let t = s.trim();
@@ -231,8 +275,9 @@ pub struct CapacityConfig {
     pub mode: CapacityMode,
     /// With `mode = "fixed"`: bytes or a percentage of MemTotal.
     pub fixed: Option<Amount>,
-    /// With `mode = "auto"`: MemAvailable to keep free (bytes or % of MemTotal).
-    pub reserve: Amount,
+    /// With `mode = "auto"`: MemAvailable to keep free: `"watermarks"` (the kernel's reclaim
+    /// band), bytes, or % of MemTotal.
+    pub reserve: Reserve,
     /// With `mode = "auto"`: host memory PSI `some avg10` (%) above which the pool shrinks.
     /// `0` turns the PSI signal off.
     pub psi_threshold: f64,
@@ -247,7 +292,7 @@ impl Default for CapacityConfig {
         CapacityConfig {
             mode: CapacityMode::Auto,
             fixed: None,
-            reserve: Amount::Percent(5.0),
+            reserve: Reserve::Watermarks,
             psi_threshold: 40.0,
             psi_step: Amount::Percent(1.0),
             psi_max_cut: Amount::Percent(5.0),

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use memweight_cgroupfs::{CgroupFs, CgroupSample, HostSample, Limit, ProcFs, Reclaimed, Written};
+use memweight_cgroupfs::{
+    CgroupFs, CgroupSample, HostSample, Limit, MemoryEvents, MemoryStat, ProcFs, Reclaimed, Written,
+};
 use memweight_policy::{CgroupInput, Level, Plan};
 use memweight_proto::ctl::{LabelValues, WeightSource};
 use serde::Serialize;
@@ -173,6 +175,9 @@ pub struct Controller {
     jobs: BTreeMap<String, JoinHandle<JobResult>>,
     warned: BTreeSet<String>,
     psi_cut: PsiCut,
+    /// The kernel's reclaim band (Σ `high` − `min` watermarks) and the tick it was read at:
+    /// read again every [`WATERMARKS_EVERY`] ticks (it moves only with sysctls and hotplug).
+    watermarks: Option<(u64, u64)>,
     stopping: Arc<AtomicBool>,
     ticks: u64,
     counters: Counters,
@@ -211,6 +216,14 @@ const FULL_SAMPLE_EVERY: u64 = 10;
 const STEADY_BYTES: u64 = 1 << 20;
 /// Adoptions in one tick above which they are summarised in the log instead of listed.
 const ADOPTIONS_LISTED: usize = 50;
+/// First full samples of small cgroups per tick; beyond it a small cgroup seen for the first
+/// time is pinned at its usage until a later tick samples it in full
+/// ([`Controller::sample_cheap`]), so adopting 10,000 cgroups costs three reads each.
+const FIRST_FULL_PER_TICK: usize = 1000;
+/// A cgroup using at least this much is always sampled in full when first seen.
+const PROVISIONAL_BELOW: u64 = 32 << 20;
+/// `/proc/zoneinfo` is read again after this many ticks.
+const WATERMARKS_EVERY: u64 = 60;
 
 impl Controller {
     /// Checks the cgroup root and the configured cgroups and loads the persisted state.
@@ -268,6 +281,7 @@ impl Controller {
             jobs: BTreeMap::new(),
             warned: BTreeSet::new(),
             psi_cut: PsiCut::default(),
+            watermarks: None,
             stopping: Arc::new(AtomicBool::new(false)),
             ticks: 0,
             counters: Counters::default(),
@@ -878,10 +892,29 @@ impl Controller {
     /// `memory.high` and `memory.low` afresh with the rest (`memory.stat`, events, PSI, swap,
     /// `memory.min`/`memory.max`) reused (`true`). Idle cgroups so cost three reads a tick,
     /// not ten, and the limits an operator may change are still read every tick.
+    ///
+    /// A cgroup without a full sample yet (new) is sampled in full while `first_full` lasts
+    /// (counted down) or if it uses [`PROVISIONAL_BELOW`] or more; otherwise it gets a
+    /// provisional sample from the three files ([`provisional`]: pinned at its usage) and
+    /// stays without a full sample, so a later tick takes one.
     fn sample_cheap(
         &self,
         path: &str,
+        first_full: &mut usize,
     ) -> Result<Option<(CgroupSample, bool)>, memweight_cgroupfs::Error> {
+        if self.managed.get(path).is_none_or(|m| m.last.is_none()) {
+            if *first_full > 0 {
+                *first_full -= 1;
+            } else {
+                match self.fs.sample_light(path)? {
+                    None => return Ok(None),
+                    Some((now, high, low)) if now < PROVISIONAL_BELOW => {
+                        return Ok(Some((provisional(now, high, low), true)));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
         if let Some(m) = self.managed.get(path)
             && let Some(last) = &m.last
             && !m.refresh
@@ -1030,11 +1063,12 @@ impl Controller {
         let mut rows: Vec<(String, Settings, CgroupSample)> = Vec::with_capacity(wanted.len());
         let mut vanished = Vec::new();
         let mut adopted: Vec<String> = Vec::new();
+        let mut first_full = FIRST_FULL_PER_TICK;
         for (path, settings) in &wanted {
             if self.stopping.load(Ordering::Relaxed) {
                 return Err(ControlError::Stopping);
             }
-            match self.sample_cheap(path) {
+            match self.sample_cheap(path, &mut first_full) {
                 Ok(Some((s, reused))) => {
                     if !self.managed.contains_key(path) {
                         adopted.push(path.clone());
@@ -1107,12 +1141,63 @@ impl Controller {
         Ok(report)
     }
 
+    /// The kernel's reclaim band, from `/proc/zoneinfo` read at most every
+    /// [`WATERMARKS_EVERY`] ticks; `None` (warned once) when it cannot be read.
+    fn watermark_band(&mut self) -> Option<u64> {
+        if !matches!(
+            self.cfg.capacity.reserve,
+            crate::config::Reserve::Watermarks
+        ) {
+            return None;
+        }
+        if let Some((band, at)) = self.watermarks
+            && self.ticks.saturating_sub(at) < WATERMARKS_EVERY
+        {
+            return Some(band);
+        }
+        match self.proc.watermarks() {
+            Ok(w) => {
+                let band = w.high.saturating_sub(w.min);
+                if self.watermarks.is_none_or(|(was, _)| was != band) {
+                    info!(
+                        min = w.min,
+                        low = w.low,
+                        high = w.high,
+                        reserve = band,
+                        "kernel watermarks read: the reserve is their high - min band"
+                    );
+                }
+                self.watermarks = Some((band, self.ticks));
+                self.warned.remove("zoneinfo");
+                Some(band)
+            }
+            Err(e) => {
+                self.warn_once("zoneinfo", || {
+                    warn!(error = %e, "cannot read the kernel's watermarks; the reserve is 1% of \
+                        MemTotal until they can be read (or set capacity.reserve to a size)");
+                });
+                self.watermarks = None;
+                None
+            }
+        }
+    }
+
     async fn compute_and_enforce(
         &mut self,
         rows: &[(String, Settings, CgroupSample)],
         host: &HostSample,
     ) -> TickReport {
         let total_usage: u64 = rows.iter().map(|(_, _, s)| s.current).sum();
+        let own_stall = rows
+            .iter()
+            .filter(|(p, _, s)| {
+                self.managed.get(p).is_some_and(|m| {
+                    limit_above(m.originals.high, s.high) && held(s.current, s.high)
+                })
+            })
+            .filter_map(|(_, _, s)| s.pressure.as_ref().map(|p| p.some.avg10))
+            .fold(0.0, f64::max);
+        let watermark_band = self.watermark_band();
         let (cap, next_cut) = capacity::capacity(
             &self.cfg.capacity,
             &HostView {
@@ -1120,6 +1205,8 @@ impl Controller {
                 mem_available: host.mem_available,
                 psi_some_avg10: host.psi.as_ref().map(|p| p.some.avg10),
                 total_usage,
+                watermark_band,
+                own_stall,
             },
             self.psi_cut,
         );
@@ -1176,14 +1263,20 @@ impl Controller {
                 max_step: max_step(self.cfg.max_step, s.current),
                 reclaim: self.cfg.reclaim && m.reclaim_supported,
             };
-            let writes = decide::decide(
-                &observed[i],
-                &m.originals,
-                ceiling,
-                d.entitlement,
-                floors[i],
-                &knobs,
-            );
+            // A provisional sample (no full one yet) decides nothing: the cgroup is left as it
+            // is until a full sample shows what it holds.
+            let writes = if m.last.is_none() {
+                Writes::default()
+            } else {
+                decide::decide(
+                    &observed[i],
+                    &m.originals,
+                    ceiling,
+                    d.entitlement,
+                    floors[i],
+                    &knobs,
+                )
+            };
             let busy = self.jobs.contains_key(path);
             let state = if !self.cfg.enforce {
                 "dry-run"
@@ -1192,6 +1285,10 @@ impl Controller {
                 "pending"
             } else if busy {
                 "busy"
+            } else if m.last.is_none() {
+                // Seen this tick for the first time, among many: pinned at its usage until a
+                // full sample (a later tick) shows what it holds.
+                "new"
             } else {
                 "ok"
             };
@@ -1275,6 +1372,8 @@ impl Controller {
                 capacity: cap.bytes,
                 shortfall: cap.shortfall,
                 psi_cut: cap.psi_cut,
+                reserve: cap.reserve,
+                own_stall,
                 total_usage: plan.total_usage,
                 total_weight: plan.total_weight,
                 pressure: plan.pressure,
@@ -1587,6 +1686,28 @@ fn hidden_demand(s: &CgroupSample, capacity: u64, original: Limit) -> Option<u64
     }
     let cap = original.bytes().unwrap_or(u64::MAX);
     Some(capacity.max(s.current).min(cap).max(s.current))
+}
+
+/// A stand-in for the full sample of a small cgroup seen for the first time, from its
+/// `memory.current`, `memory.high` and `memory.low`: everything it holds counts as anonymous
+/// memory with no swap room, so its floor is its usage and the policy leaves it as it is
+/// until a full sample shows what it holds. No PSI, no events, no swap (shown as unknown).
+fn provisional(current: u64, high: Limit, low: Limit) -> CgroupSample {
+    CgroupSample {
+        current,
+        stat: MemoryStat {
+            anon: current,
+            ..MemoryStat::default()
+        },
+        pressure: None,
+        events: MemoryEvents::default(),
+        swap_current: None,
+        swap_max: Some(Limit::Bytes(0)),
+        high,
+        low,
+        min: Limit::Bytes(0),
+        max: Limit::Max,
+    }
 }
 
 /// A cgroup within this many bytes (or 1/32) of its memory.high counts as held by it.

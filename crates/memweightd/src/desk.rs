@@ -72,6 +72,8 @@ mod tests {
                     capacity: 1,
                     shortfall: 0,
                     psi_cut: 0,
+                    reserve: 0,
+                    own_stall: 0.0,
                     total_usage: 0,
                     total_weight: 0,
                     pressure: false,

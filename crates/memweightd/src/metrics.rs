@@ -261,6 +261,16 @@ pub fn registry(snapshot: Option<&Snapshot>, metrics: &Metrics) -> Registry {
         saturating_i64(r.pool.psi_cut),
     );
     b.gauge(
+        "pool_reserve_bytes",
+        "MemAvailable the pool leaves free; below it the host is short.",
+        saturating_i64(r.pool.reserve),
+    );
+    b.gauge_f(
+        "pool_own_stall_percent",
+        "Host memory PSI some avg10 explained by the daemon's own throttling (not counted).",
+        r.pool.own_stall,
+    );
+    b.gauge(
         "host_memory_total_bytes",
         "Host MemTotal.",
         saturating_i64(r.pool.mem_total),
@@ -616,6 +626,8 @@ mod tests {
                 capacity: 4500 << 20,
                 shortfall: 0,
                 psi_cut: 0,
+                reserve: 0,
+                own_stall: 0.0,
                 total_usage: 6000 << 20,
                 total_weight: 6,
                 pressure: true,

@@ -292,6 +292,14 @@ pub struct Pool {
     pub shortfall: u64,
     /// What host PSI took off the pool.
     pub psi_cut: u64,
+    /// The MemAvailable reserve (auto capacity): below it the host is short.
+    #[serde(default)]
+    pub reserve: u64,
+    /// The part of host PSI `some avg10` (%) that the daemon's own throttling explains (the
+    /// highest of the managed cgroups held at a lowered `memory.high`); not counted towards
+    /// the PSI cut.
+    #[serde(default)]
+    pub own_stall: f64,
     /// TU: total usage of the managed cgroups.
     pub total_usage: u64,
     /// TW: total weight.
@@ -365,7 +373,9 @@ pub struct CgroupStatus {
     pub wrote_low: Option<u64>,
     /// Bytes asked of memory.reclaim this tick.
     pub reclaim: Option<u64>,
-    /// `ok`, `busy` or `dry-run`.
+    /// `ok`; `busy` (a write is still landing); `pending` (its originals are not on disk
+    /// yet, so nothing is written); `new` (seen for the first time among many: pinned at its
+    /// usage until a full sample); or `dry-run`.
     pub state: String,
     /// The policy's reason, e.g. `above weighted share by 312 MiB`.
     pub reason: String,
@@ -492,7 +502,11 @@ impl Explanation {
         if let Some(r) = s.reclaim {
             writes.push(format!("memory.reclaim {}", b(r)));
         }
-        out.push(if writes.is_empty() {
+        out.push(if s.state == "new" {
+            "no writes this tick: seen for the first time among many cgroups, it is held at \
+             its usage until a full sample (within a few ticks) shows what it holds"
+                .to_owned()
+        } else if writes.is_empty() {
             format!(
                 "no writes this tick: the kernel already holds the decided values (state {})",
                 s.state
@@ -906,6 +920,8 @@ mod tests {
             capacity: 4500 << 20,
             shortfall: 0,
             psi_cut: 0,
+            reserve: 0,
+            own_stall: 0.0,
             total_usage: 6000 << 20,
             total_weight: 6,
             pressure: true,
