@@ -2,7 +2,9 @@
 //! is from the weighted water-fill of that same total (`memweight_policy::water_fill`, the
 //! daemon's own arithmetic).
 //!
-//! For each phase the window is its second half (the first half is the settle time). The
+//! For each phase the window is its second half (the first half is the settle time); the
+//! settle time actually taken (every cgroup within ±5 % of its target from then on) and the
+//! mean MemAvailable over the window are reported beside the errors. The
 //! capacity is the mean of `Σ memory.current` of the managed cgroups over the window; `hi` of a
 //! cgroup is its demand (declared or its workload's `--size`, else its peak in the first phase)
 //! capped by `max`; `lo` is `min`. Error = (mean usage − target) / target.
@@ -78,9 +80,19 @@ pub struct PhaseSummary {
     pub samples: usize,
     /// Mean Σ memory.current of the managed cgroups over the window, bytes.
     pub capacity: u64,
+    /// Mean guest MemAvailable over the window, bytes: memory kept free (under pressure,
+    /// what the cgroups could have held).
+    pub mem_available: Option<u64>,
+    /// Seconds from the phase's start until every cgroup's usage is within
+    /// ±[`SETTLE_TOLERANCE_PCT`] % of its target and stays there to the phase's end (`None`:
+    /// never, or no samples).
+    pub settled_s: Option<u64>,
     /// Per cgroup present over the whole window.
     pub cgroups: Vec<PhaseCgroup>,
 }
+
+/// The band around the targets a phase must stay in to count as settled (issue 11: ±5 %).
+pub const SETTLE_TOLERANCE_PCT: f64 = 5.0;
 
 /// One cgroup in one phase.
 #[derive(Debug, Serialize)]
@@ -122,6 +134,37 @@ fn to_bytes(v: f64) -> u64 {
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // Rounded, clamped to ≥ 0.
 fn second(s: &Sample) -> u64 {
     s.t.round().max(0.0) as u64
+}
+
+/// Seconds after `start` from which every sample of the phase `[start, end)` has each member
+/// cgroup (`members[k]` with target `targets[k]`) within ±[`SETTLE_TOLERANCE_PCT`] % of its
+/// target; `None` if the last sample is still outside, or there are none.
+fn settle_time(
+    results: &Results,
+    members: &[usize],
+    targets: &[u64],
+    start: u64,
+    end: u64,
+) -> Option<u64> {
+    let phase: Vec<&Sample> = results
+        .samples
+        .iter()
+        .filter(|s| (start..end).contains(&second(s)))
+        .collect();
+    #[allow(clippy::cast_precision_loss)] // Byte counts far below 2^52.
+    let within = |s: &Sample| {
+        members.iter().zip(targets).all(|(&i, &target)| {
+            s.cgroups.get(i).and_then(|c| c.current).is_some_and(|u| {
+                target > 0
+                    && (u as f64 - target as f64).abs()
+                        <= target as f64 * SETTLE_TOLERANCE_PCT / 100.0
+            })
+        })
+    };
+    match phase.iter().rposition(|s| !within(s)) {
+        None => phase.first().map(|_| 0),
+        Some(k) => phase.get(k + 1).map(|s| second(s) - start),
+    }
 }
 
 /// Demand per cgroup (`hi` before `max`).
@@ -199,6 +242,9 @@ pub fn summarize(
             })
             .collect();
         let targets = water_fill(capacity, &slots);
+        let settled_s = settle_time(results, &members, &targets, start, end);
+        let avail: Vec<u64> = window.iter().filter_map(|s| s.host.mem_available).collect();
+        let mem_available = mean_u64(&avail).map(to_bytes);
         let mut cgroups = Vec::new();
         for (k, &i) in members.iter().enumerate() {
             let spec = &scenario.cgroups[i];
@@ -235,6 +281,8 @@ pub fn summarize(
             window_start,
             samples: window.len(),
             capacity,
+            mem_available,
+            settled_s,
             cgroups,
         });
     }
@@ -310,14 +358,30 @@ impl Summary {
         );
         let _ = writeln!(
             s,
-            "{:>5} {:>9} {:>8} {:>6} {:>4} {:>9} {:>9} {:>8} {:>10}",
-            "phase", "window", "pressure", "cgroup", "w", "target", "usage", "error", "ops/s"
+            "{:>5} {:>9} {:>8} {:>6} {:>4} {:>9} {:>9} {:>8} {:>10} {:>7} {:>6}",
+            "phase",
+            "window",
+            "pressure",
+            "cgroup",
+            "w",
+            "target",
+            "usage",
+            "error",
+            "ops/s",
+            "settled",
+            "avail"
         );
         for p in &self.phases {
+            let settled = p
+                .settled_s
+                .map_or_else(|| "never".to_owned(), |t| format!("{t}s"));
+            let avail = p
+                .mem_available
+                .map_or_else(|| "-".to_owned(), |a| format!("{:.0}M", mib(a)));
             for c in &p.cgroups {
                 let _ = writeln!(
                     s,
-                    "{:>5} {:>9} {:>7.0}M {:>6} {:>4} {:>8.0}M {:>8.0}M {:>8} {:>10}",
+                    "{:>5} {:>9} {:>7.0}M {:>6} {:>4} {:>8.0}M {:>8.0}M {:>8} {:>10} {:>7} {:>6}",
                     p.index,
                     format!("{}-{}s", p.window_start, p.end),
                     mib(p.pressure),
@@ -328,7 +392,9 @@ impl Summary {
                     c.error_pct
                         .map_or_else(|| "n/a".to_owned(), |e| format!("{e:+.1}%")),
                     c.mean_ops_per_s
-                        .map_or_else(|| "-".to_owned(), |o| format!("{o:.0}"))
+                        .map_or_else(|| "-".to_owned(), |o| format!("{o:.0}")),
+                    settled,
+                    avail
                 );
             }
         }
@@ -398,8 +464,29 @@ size = "100M"
         assert!((e0 - 50.0).abs() < 1e-9, "{e0}");
         let worst = s.max_error_pct.expect("measured");
         assert!((worst - 50.0).abs() < 1e-9);
+        assert_eq!(s.phases[0].settled_s, Some(0), "at demand throughout");
+        assert_eq!(s.phases[1].settled_s, None, "50 % off to the end");
         assert_eq!(s.mode, "kernel-default");
         assert!(s.table().contains("+50.0%"));
+    }
+
+    #[test]
+    fn settle_time_is_when_every_cgroup_stays_within_5_percent() {
+        let scenario = Scenario::parse(SCENARIO).expect("parses");
+        let mut results = Results::default();
+        for t in 0..=20 {
+            // Phase 1 (800 held, targets 200/600): off until 13 s, within 5 % after, one
+            // excursion at 14 s.
+            let usage: &[u64] = match t {
+                0..10 => &[1000, 1000],
+                10..=12 | 14 => &[300, 500],
+                _ => &[205, 595],
+            };
+            results.samples.push(sample(f64::from(t), usage));
+        }
+        let s = summarize("x", "6.1", &scenario, &results, 1.0);
+        assert_eq!(s.phases[1].settled_s, Some(5), "from 15 s on");
+        assert!(s.table().contains(" 5s"));
     }
 
     #[test]

@@ -418,7 +418,8 @@ pub struct Config {
     pub enforce: bool,
     /// Use `memory.reclaim` for exact proactive reclaim when usage stays above memory.high.
     pub reclaim: bool,
-    /// Largest drop of memory.high in one tick (bytes or % of the cgroup's usage).
+    /// Drop of memory.high in one tick toward its ceiling: the larger of this (bytes or % of
+    /// the cgroup's usage) and half the distance left.
     pub max_step: Amount,
     /// Absolute minimum added to every floor.
     pub min_floor: Size,

@@ -14,17 +14,17 @@ use std::time::{Duration, Instant};
 use memweight_cgroupfs::{
     CgroupFs, CgroupSample, HostSample, Limit, MemoryEvents, MemoryStat, ProcFs, Reclaimed, Written,
 };
-use memweight_policy::{CgroupInput, Level, Plan};
 use memweight_proto::ctl::{LabelValues, WeightSource};
 use serde::Serialize;
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
-use crate::capacity::{self, HostView, PsiCut};
-use crate::config::{Amount, Config, Rules, Settings};
+use crate::capacity::PsiCut;
+use crate::config::{Config, Rules, Settings};
 use crate::containers::{self, Containers, LabelError, Snapshot};
-use crate::decide::{self, Knobs, Observed, Originals, Writes};
+use crate::decide::{self, Originals, Writes};
 use crate::state::{Original, Override, State, StateStore};
+use crate::step::{self, CgroupStep, Law, Row, Step, held, limit_above};
 
 /// Errors that stop the daemon from starting or running.
 #[derive(Debug, thiserror::Error)]
@@ -1187,95 +1187,57 @@ impl Controller {
         rows: &[(String, Settings, CgroupSample)],
         host: &HostSample,
     ) -> TickReport {
-        let total_usage: u64 = rows.iter().map(|(_, _, s)| s.current).sum();
-        let own_stall = rows
+        let watermark_band = self.watermark_band();
+        // Every row is managed (sampling adopts what it finds); one that is not is left out.
+        let rows: Vec<&(String, Settings, CgroupSample)> = rows
             .iter()
-            .filter(|(p, _, s)| {
-                self.managed.get(p).is_some_and(|m| {
-                    limit_above(m.originals.high, s.high) && held(s.current, s.high)
+            .filter(|(p, _, _)| self.managed.contains_key(p))
+            .collect();
+        let law_rows: Vec<Row<'_>> = rows
+            .iter()
+            .filter_map(|(p, st, s)| {
+                self.managed.get(p).map(|m| Row {
+                    name: p.as_str(),
+                    settings: *st,
+                    sample: s,
+                    originals: m.originals,
+                    reclaim_supported: m.reclaim_supported,
+                    provisional: m.last.is_none(),
                 })
             })
-            .filter_map(|(_, _, s)| s.pressure.as_ref().map(|p| p.some.avg10))
-            .fold(0.0, f64::max);
-        let watermark_band = self.watermark_band();
-        let (cap, next_cut) = capacity::capacity(
-            &self.cfg.capacity,
-            &HostView {
-                mem_total: host.mem_total,
-                mem_available: host.mem_available,
-                psi_some_avg10: host.psi.as_ref().map(|p| p.some.avg10),
-                total_usage,
-                watermark_band,
-                own_stall,
-            },
-            self.psi_cut,
-        );
-        self.psi_cut = next_cut;
-
-        let observed: Vec<Observed> = rows.iter().map(|(_, _, s)| observe(s)).collect();
-        let floors: Vec<u64> = rows
-            .iter()
-            .zip(&observed)
-            .map(|((_, st, _), o)| {
-                decide::floor(st.min, o, host.swap_free, self.cfg.min_floor.bytes())
-            })
             .collect();
-        let inputs: Vec<CgroupInput> = rows
-            .iter()
-            .zip(&floors)
-            .map(|((p, st, s), f)| {
-                let original = self.managed.get(p).map_or(Limit::Max, |m| m.originals.high);
-                CgroupInput {
-                    name: p.clone(),
-                    usage: s.current,
-                    weight: st.weight,
-                    floor: *f,
-                    max: st.max,
-                    demand: hidden_demand(s, cap.bytes, original),
-                }
-            })
-            .collect();
-        let plan = match memweight_policy::plan(cap.bytes, &inputs) {
-            Ok(p) => p,
-            Err(e) => {
-                // Inputs are validated by the config and the protocol; this is a bug.
-                error!(error = %e, "policy rejected its inputs; no writes this tick");
-                empty_plan(cap.bytes, &inputs)
-            }
+        let law = Law {
+            capacity: &self.cfg.capacity,
+            min_floor: self.cfg.min_floor.bytes(),
+            max_step: self.cfg.max_step,
+            reclaim: self.cfg.reclaim,
         };
+        let Step {
+            capacity: cap,
+            next_cut,
+            own_stall,
+            plan,
+            rejected,
+            cgroups: decided,
+        } = step::step(&law, &law_rows, host, watermark_band, self.psi_cut);
+        drop(law_rows);
+        self.psi_cut = next_cut;
+        if let Some(e) = &rejected {
+            // Inputs are validated by the config and the protocol; this is a bug.
+            error!(error = %e, "policy rejected its inputs; no writes this tick");
+        }
 
         let mut reports = Vec::with_capacity(rows.len());
         let mut refresh: Vec<String> = Vec::new();
         for (i, (path, st, s)) in rows.iter().enumerate() {
             let d = &plan.decisions[i];
-            let level = match plan.level {
-                Level::Exact { .. } => plan.level.share(st.weight),
-                // The floors alone overfill the pool: everyone is held at its floor.
-                Level::Floors => Some(0),
-                Level::Unconstrained => None,
-            };
-            let ceiling = decide::ceiling(d, level, floors[i], st.max);
+            let CgroupStep {
+                floor,
+                ceiling,
+                writes,
+            } = decided[i];
             let Some(m) = self.managed.get(path) else {
                 continue;
-            };
-            let knobs = Knobs {
-                min_floor: self.cfg.min_floor.bytes(),
-                max_step: max_step(self.cfg.max_step, s.current),
-                reclaim: self.cfg.reclaim && m.reclaim_supported,
-            };
-            // A provisional sample (no full one yet) decides nothing: the cgroup is left as it
-            // is until a full sample shows what it holds.
-            let writes = if m.last.is_none() {
-                Writes::default()
-            } else {
-                decide::decide(
-                    &observed[i],
-                    &m.originals,
-                    ceiling,
-                    d.entitlement,
-                    floors[i],
-                    &knobs,
-                )
             };
             let busy = self.jobs.contains_key(path);
             let state = if !self.cfg.enforce {
@@ -1324,7 +1286,7 @@ impl Controller {
                 exceed: d.exceed,
                 target: d.target,
                 entitlement: d.entitlement,
-                floor: floors[i],
+                floor,
                 ceiling,
                 high: s.high.bytes(),
                 low: s.low.bytes(),
@@ -1636,58 +1598,6 @@ fn no_memory_controller(path: &str) -> String {
     )
 }
 
-fn observe(s: &CgroupSample) -> Observed {
-    Observed {
-        usage: s.current,
-        swap_backed: s.stat.anon.saturating_add(s.stat.shmem),
-        swap_current: s.swap_current,
-        swap_max: s.swap_max,
-        high: s.high,
-        low: s.low,
-    }
-}
-
-fn max_step(step: Amount, usage: u64) -> u64 {
-    step.of(usage).max(decide::PAGE)
-}
-
-fn empty_plan(capacity: u64, inputs: &[CgroupInput]) -> Plan {
-    Plan {
-        capacity,
-        total_usage: inputs.iter().map(|i| i.usage).sum(),
-        total_weight: inputs.iter().map(|i| u64::from(i.weight)).sum(),
-        pressure: false,
-        overcommitted: false,
-        decisions: inputs
-            .iter()
-            .map(|i| memweight_policy::Decision {
-                name: i.name.clone(),
-                usage: i.usage,
-                weight: i.weight,
-                expected: i.usage,
-                exceed: 0,
-                target: i.usage,
-                reclaim: 0,
-                entitlement: 0,
-                reason: memweight_policy::Reason::NoPressure,
-            })
-            .collect(),
-        level: Level::Unconstrained,
-    }
-}
-
-/// A cgroup held at its `memory.high` uses no more than the limit, so its usage hides what it
-/// wants. Such a cgroup is given a demand of the whole pool (capped by its original limit), so
-/// that memory freed elsewhere flows back to it by weight, and pressure is not declared over
-/// merely because the throttle works.
-fn hidden_demand(s: &CgroupSample, capacity: u64, original: Limit) -> Option<u64> {
-    if !held(s.current, s.high) {
-        return None;
-    }
-    let cap = original.bytes().unwrap_or(u64::MAX);
-    Some(capacity.max(s.current).min(cap).max(s.current))
-}
-
 /// A stand-in for the full sample of a small cgroup seen for the first time, from its
 /// `memory.current`, `memory.high` and `memory.low`: everything it holds counts as anonymous
 /// memory with no swap room, so its floor is its usage and the policy leaves it as it is
@@ -1708,19 +1618,6 @@ fn provisional(current: u64, high: Limit, low: Limit) -> CgroupSample {
         min: Limit::Bytes(0),
         max: Limit::Max,
     }
-}
-
-/// A cgroup within this many bytes (or 1/32) of its memory.high counts as held by it.
-const THROTTLE_SLACK: u64 = 4 << 20;
-
-/// Whether a cgroup using `current` is held at its `memory.high`: within
-/// `max(high/32, THROTTLE_SLACK)` of it. Its usage is then flat because the kernel holds it,
-/// not because it is idle.
-fn held(current: u64, high: Limit) -> bool {
-    let Limit::Bytes(high) = high else {
-        return false;
-    };
-    current.saturating_add((high / 32).max(THROTTLE_SLACK)) >= high
 }
 
 /// Writes one cgroup's limits, high before low before reclaim; runs on the blocking pool.
@@ -1801,11 +1698,6 @@ fn restore(fs: &CgroupFs, path: &str, o: &Originals, id: Option<u64>) -> Restore
         }
     }
     Restored::Done
-}
-
-/// Whether `a` allows more than `b` (`max` allows the most).
-fn limit_above(a: Limit, b: Limit) -> bool {
-    a.bytes().unwrap_or(u64::MAX) > b.bytes().unwrap_or(u64::MAX)
 }
 
 /// Whether two limits are the same to the kernel, which keeps them in whole pages (a value

@@ -6,10 +6,12 @@
 //!
 //! * `memory.high` is never below the cgroup's floor (configured `min`, what cannot be reclaimed
 //!   because there is no swap room for it, and an absolute minimum);
-//! * it drops by at most `max_step` per tick (raising is never limited);
+//! * it drops by at most the larger of `max_step` and half the distance to the ceiling per
+//!   tick (raising is never limited), so it never passes the ceiling and settles in a few ticks;
 //! * it never goes above the cgroup's original value (the operator's own limit: the value at
 //!   adoption, or a later one an operator wrote);
-//! * `memory.low` never goes below the original `memory.low` (the operator's own protection);
+//! * `memory.low` never goes below the original `memory.low` (the operator's own protection),
+//!   even where that is above the `memory.high` being set;
 //! * values are page-aligned, and only writes that change what the kernel does are made: a
 //!   value equal to the kernel's is not written, and neither is a change between two values
 //!   that both lie at least [`headroom`] above usage (see [`inert`]).
@@ -84,7 +86,8 @@ pub struct Originals {
 pub struct Knobs {
     /// Absolute minimum floor and headroom above unreclaimable memory.
     pub min_floor: u64,
-    /// Largest drop of memory.high this tick, already resolved for this cgroup.
+    /// Least drop of memory.high this tick toward the ceiling, already resolved for this
+    /// cgroup (a drop is the larger of this and half the distance left).
     pub max_step: u64,
     /// Whether memory.reclaim may be used.
     pub reclaim: bool,
@@ -148,9 +151,14 @@ pub fn decide(
                 Limit::Bytes(h) => h.min(obs.usage),
                 Limit::Max => obs.usage,
             };
-            // Lowering is limited per tick; raising (c above base) is immediate.
-            let stepped = c.max(base.saturating_sub(knobs.max_step));
-            let v = round_up(stepped.max(floor)).min(orig_high.max(round_up(floor)));
+            // Lowering is limited per tick to the larger of max_step and half the distance
+            // left (geometric approach: a 140 MiB descent settles in ~5 ticks instead of 14
+            // at 10 % of 250 MiB, issue 11); raising (c above base) is immediate.
+            let step = knobs.max_step.max(base.saturating_sub(c) / 2);
+            let stepped = c.max(base.saturating_sub(step));
+            // Never above the original, even when the floor is: an operator's own limit
+            // below the floor stays theirs (the daemon only ever lowers from it).
+            let v = round_up(stepped.max(floor)).min(orig_high);
             Limit::Bytes(v)
         }
         _ => orig.high,
@@ -159,13 +167,13 @@ pub fn decide(
         w.high = Some(want_high);
     }
 
-    // memory.low: the entitlement, at least the original, never above the memory.high being
-    // set.
+    // memory.low: the entitlement, never above the memory.high being set, and never below
+    // the original (an operator's protection stays, even above a lowered memory.high).
     let high_bytes = want_high.bytes().unwrap_or(u64::MAX);
     let orig_low = orig.low.bytes().unwrap_or(u64::MAX);
     let low = (entitlement / LOW_GRANULE * LOW_GRANULE)
-        .max(orig_low)
-        .min(high_bytes);
+        .min(high_bytes)
+        .max(orig_low);
     let want_low = if low == u64::MAX {
         Limit::Max
     } else {
@@ -237,6 +245,32 @@ mod tests {
         }
     }
 
+    /// Regression (issue 11): memory.high came down at most `max_step` (10 % of usage) a
+    /// tick, so a 150 MiB pressure step (250 → 110 MiB) took 13–17 s to settle in seed 002.
+    /// Half the gap a tick settles within 5 % in a handful of ticks and never passes the
+    /// ceiling.
+    #[test]
+    fn regression_a_150m_step_took_13_to_17_ticks_to_settle() {
+        let ceiling = 110 * MIB;
+        let (mut usage, mut high) = (250 * MIB, Limit::Max);
+        let mut ticks = 0;
+        while usage > ceiling + ceiling / 20 {
+            let k = Knobs {
+                max_step: usage / 10,
+                ..knobs()
+            };
+            let w = decide(&obs(usage, high), &orig(), Some(ceiling), 0, 16 * MIB, &k);
+            let Some(Limit::Bytes(h)) = w.high else {
+                panic!("no descent at tick {ticks}: {w:?}");
+            };
+            assert!(h >= ceiling, "never below the ceiling: {h}");
+            high = Limit::Bytes(h);
+            usage = h; // the kernel holds the cgroup at its memory.high
+            ticks += 1;
+        }
+        assert!(ticks <= 6, "settled in {ticks} ticks");
+    }
+
     #[test]
     fn floor_counts_anon_that_swap_cannot_take() {
         let o = obs(300 * MIB, Limit::Max);
@@ -265,7 +299,7 @@ mod tests {
     }
 
     #[test]
-    fn lowering_is_step_limited_and_page_aligned() {
+    fn lowering_takes_half_the_gap_or_max_step_and_is_page_aligned() {
         let w = decide(
             &obs(300 * MIB, Limit::Max),
             &orig(),
@@ -274,7 +308,7 @@ mod tests {
             16 * MIB,
             &knobs(),
         );
-        assert_eq!(w.high, Some(Limit::Bytes(250 * MIB)));
+        assert_eq!(w.high, Some(Limit::Bytes(200 * MIB)), "half of 200 MiB");
         let w = decide(
             &obs(260 * MIB, Limit::Bytes(250 * MIB)),
             &orig(),
@@ -283,7 +317,23 @@ mod tests {
             16 * MIB,
             &knobs(),
         );
-        assert_eq!(w.high, Some(Limit::Bytes(200 * MIB)));
+        assert_eq!(w.high, Some(Limit::Bytes(175 * MIB)), "half of 150 MiB");
+        let w = decide(
+            &obs(130 * MIB, Limit::Bytes(130 * MIB)),
+            &orig(),
+            Some(100 * MIB),
+            0,
+            0,
+            &Knobs {
+                max_step: 5 * MIB,
+                ..knobs()
+            },
+        );
+        assert_eq!(
+            w.high,
+            Some(Limit::Bytes(115 * MIB)),
+            "15 > 5: half the gap"
+        );
         let w = decide(
             &obs(120 * MIB, Limit::Bytes(150 * MIB)),
             &orig(),
@@ -322,6 +372,31 @@ mod tests {
             w.high, None,
             "already at the original, which caps the level"
         );
+    }
+
+    /// Regression (found writing the `step` proptests, issue 11): with a floor above an operator's
+    /// own memory.high the daemon wrote the (page-rounded) floor, raising the operator's
+    /// limit.
+    #[test]
+    fn regression_floor_above_an_operators_high_raised_it() {
+        let o = Originals {
+            high: Limit::Bytes(100 * MIB),
+            low: Limit::Bytes(0),
+        };
+        for high in [Limit::Bytes(100 * MIB), Limit::Bytes(90 * MIB)] {
+            let w = decide(
+                &obs(95 * MIB, high),
+                &o,
+                Some(50 * MIB),
+                0,
+                150 * MIB,
+                &knobs(),
+            );
+            assert!(
+                w.high.is_none_or(|h| h == Limit::Bytes(100 * MIB)),
+                "at most the original: {w:?}"
+            );
+        }
     }
 
     #[test]
@@ -440,6 +515,30 @@ mod tests {
         assert_eq!(w.low, Some(Limit::Max), "an operator's `max` stays `max`");
     }
 
+    /// Regression (found writing the `step` proptests, issue 11): memory.low was capped by the
+    /// memory.high being set after the original was applied, so lowering memory.high below an
+    /// operator's memory.low lowered their protection too.
+    #[test]
+    fn regression_lowered_high_undercut_an_operators_low() {
+        let o = Originals {
+            high: Limit::Max,
+            low: Limit::Bytes(300 * MIB),
+        };
+        let w = decide(
+            &obs(200 * MIB, Limit::Bytes(200 * MIB)),
+            &o,
+            Some(100 * MIB),
+            50 * MIB,
+            0,
+            &knobs(),
+        );
+        assert_eq!(w.high, Some(Limit::Bytes(150 * MIB)));
+        assert!(
+            w.low.is_none_or(|l| l == Limit::Bytes(300 * MIB)),
+            "the operator's 300 MiB stays: {w:?}"
+        );
+    }
+
     #[test]
     fn low_is_granular_and_below_high() {
         let w = decide(
@@ -450,7 +549,7 @@ mod tests {
             0,
             &knobs(),
         );
-        assert_eq!(w.low, Some(Limit::Bytes(250 * MIB)));
+        assert_eq!(w.low, Some(Limit::Bytes(200 * MIB)), "the new memory.high");
         let w = decide(
             &obs(30 * MIB, Limit::Max),
             &orig(),

@@ -6,10 +6,10 @@
 //! Data flow, once per tick (see ARCHITECTURE.md):
 //!
 //! ```text
-//! cgroupfs + /proc ──sample──▶ Controller ──inputs──▶ memweight_policy::plan
-//!        ▲                         │                         │
-//!        └──── memory.high/low ◀── decide (floors, steps) ◀──┘
-//!              memory.reclaim       (writes on the blocking pool)
+//! cgroupfs + /proc ──sample──▶ Controller ──rows──▶ step (pure: capacity, floors,
+//!        ▲                         │                  memweight_policy::plan, decide)
+//!        └──── memory.high/low ◀───┴──── writes ◀─────────┘
+//!              memory.reclaim   (on the blocking pool, when the Controller allows them)
 //! ```
 //!
 //! * [`config`]: the TOML file, validated.
@@ -17,6 +17,8 @@
 //!   background task the loop never waits on.
 //! * [`capacity`]: the pool size from host MemAvailable and PSI (pure).
 //! * [`decide`]: from the plan to control-file values under the safety rules (pure).
+//! * [`step`]: the whole control law of one tick as one pure function (capacity, floors,
+//!   hidden demand, the policy, [`decide`]); what the tests and proptests drive.
 //! * [`controller`]: the state owner: discovery, adoption, sampling, enforcement, restore.
 //! * [`state`]: originals and overrides that survive restarts (atomic JSON).
 //! * [`server`]: the control socket: requests in, typed commands to the loop, replies out.
@@ -35,3 +37,4 @@ pub mod metrics;
 pub mod resident;
 pub mod server;
 pub mod state;
+pub mod step;

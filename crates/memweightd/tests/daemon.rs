@@ -111,18 +111,33 @@ async fn pressure_writes_weighted_targets_and_entitlements() {
 }
 
 #[tokio::test]
-async fn high_drops_by_at_most_max_step_per_tick() {
+async fn high_drops_by_half_the_gap_or_max_step_per_tick() {
     let tree = seed_tree();
     let mut ctl = controller(
         &tree,
         "max_step = \"10%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"",
     );
+    // c1's level is 500 MiB: half of the 1500 MiB gap (more than 10 % of usage).
     ctl.tick().await.expect("tick");
-    assert_eq!(high_bytes(tree.cg(0)), 1800 * MIB, "2000 MiB minus 10%");
+    assert_eq!(high_bytes(tree.cg(0)), 1250 * MIB, "2000 MiB minus 750");
     // The kernel would pull usage down; the fake does it by hand.
-    tree.cg(0).set_current(1800 * MIB);
+    tree.cg(0).set_current(1250 * MIB);
     ctl.tick().await.expect("tick");
-    assert_eq!(high_bytes(tree.cg(0)), 1620 * MIB);
+    assert_eq!(high_bytes(tree.cg(0)), 875 * MIB);
+    // Near the level 10 % of usage is more than half the gap: at the level within a few
+    // ticks, never below it.
+    let mut ticks = 2;
+    while high_bytes(tree.cg(0)) > 500 * MIB {
+        tree.cg(0).set_current(high_bytes(tree.cg(0)));
+        ctl.tick().await.expect("tick");
+        assert!(high_bytes(tree.cg(0)) >= 500 * MIB);
+        ticks += 1;
+        assert!(
+            ticks <= 8,
+            "still at {} after {ticks} ticks",
+            high_bytes(tree.cg(0))
+        );
+    }
 }
 
 #[tokio::test]

@@ -1,0 +1,485 @@
+//! The control law as one pure function: this tick's samples in; the pool, the policy's plan
+//! and every cgroup's floor, ceiling and writes out.
+//!
+//! [`step`] absorbs what one tick decides — the capacity (reserve, PSI cut, the stall the
+//! daemon's own throttling explains), the floors, the hidden demand of throttled cgroups, the
+//! policy's water-fill and the per-cgroup [`decide::decide`] — and touches no file, clock or
+//! log. The [`crate::controller::Controller`] keeps what is not the law: membership, the
+//! originals on disk, write jobs, and which decided writes may be made this tick (dry run,
+//! originals not yet saved, a write still landing). Tests drive the law through here alone
+//! (the proptests at the bottom check the safety rules over arbitrary ticks).
+
+use memweight_cgroupfs::{CgroupSample, HostSample, Limit};
+use memweight_policy::{CgroupInput, Decision, Level, Plan};
+
+use crate::capacity::{self, Capacity, HostView, PsiCut};
+use crate::config::{Amount, CapacityConfig, Settings};
+use crate::decide::{self, Knobs, Observed, Originals, Writes};
+
+/// The settings of the law, from the config.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Law<'a> {
+    /// `[capacity]`.
+    pub capacity: &'a CapacityConfig,
+    /// `min_floor`, bytes.
+    pub min_floor: u64,
+    /// `max_step`.
+    pub max_step: Amount,
+    /// `reclaim`: memory.reclaim may be used.
+    pub reclaim: bool,
+}
+
+/// One managed cgroup as the law sees it this tick.
+#[derive(Debug, Clone, Copy)]
+pub struct Row<'a> {
+    /// Its path (the policy's name for it).
+    pub name: &'a str,
+    /// Weight, `min`, `max`.
+    pub settings: Settings,
+    /// This tick's sample.
+    pub sample: &'a CgroupSample,
+    /// Its own limits: never exceeded (`high`) nor undercut (`low`).
+    pub originals: Originals,
+    /// memory.reclaim works for it.
+    pub reclaim_supported: bool,
+    /// The sample is a stand-in (a new cgroup among many, not sampled in full yet): it is held
+    /// at its usage and written nothing.
+    pub provisional: bool,
+}
+
+/// What the law decided for one cgroup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CgroupStep {
+    /// memory.high is never set below this.
+    pub floor: u64,
+    /// Where the policy wants memory.high (`None`: back to the original).
+    pub ceiling: Option<u64>,
+    /// The writes that would move the cgroup there.
+    pub writes: Writes,
+}
+
+/// What the law decided this tick.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// The pool.
+    pub capacity: Capacity,
+    /// The PSI cut to carry to the next tick.
+    pub next_cut: PsiCut,
+    /// The part of host PSI the daemon's own throttling explains (%).
+    pub own_stall: f64,
+    /// The policy's plan (targets, entitlements, reasons), one decision per row.
+    pub plan: Plan,
+    /// `None` when the policy rejected its inputs (a bug: nothing is written).
+    pub rejected: Option<String>,
+    /// Per row, in order.
+    pub cgroups: Vec<CgroupStep>,
+}
+
+/// One tick of the control law. `watermark_band` is the kernel's reclaim band when the reserve
+/// follows it; `cut` the PSI cut carried from the last tick.
+#[must_use]
+pub fn step(
+    law: &Law<'_>,
+    rows: &[Row<'_>],
+    host: &HostSample,
+    watermark_band: Option<u64>,
+    cut: PsiCut,
+) -> Step {
+    let total_usage: u64 = rows.iter().map(|r| r.sample.current).sum();
+    let own_stall = rows
+        .iter()
+        .filter(|r| {
+            limit_above(r.originals.high, r.sample.high) && held(r.sample.current, r.sample.high)
+        })
+        .filter_map(|r| r.sample.pressure.as_ref().map(|p| p.some.avg10))
+        .fold(0.0, f64::max);
+    let (cap, next_cut) = capacity::capacity(
+        law.capacity,
+        &HostView {
+            mem_total: host.mem_total,
+            mem_available: host.mem_available,
+            psi_some_avg10: host.psi.as_ref().map(|p| p.some.avg10),
+            total_usage,
+            watermark_band,
+            own_stall,
+        },
+        cut,
+    );
+
+    let observed: Vec<Observed> = rows.iter().map(|r| observe(r.sample)).collect();
+    let floors: Vec<u64> = rows
+        .iter()
+        .zip(&observed)
+        .map(|(r, o)| decide::floor(r.settings.min, o, host.swap_free, law.min_floor))
+        .collect();
+    let inputs: Vec<CgroupInput> = rows
+        .iter()
+        .zip(&floors)
+        .map(|(r, f)| CgroupInput {
+            name: r.name.to_owned(),
+            usage: r.sample.current,
+            weight: r.settings.weight,
+            floor: *f,
+            max: r.settings.max,
+            demand: hidden_demand(r.sample, cap.bytes, r.originals.high),
+        })
+        .collect();
+    let (plan, rejected) = match memweight_policy::plan(cap.bytes, &inputs) {
+        Ok(p) => (p, None),
+        Err(e) => (empty_plan(cap.bytes, &inputs), Some(e.to_string())),
+    };
+
+    let cgroups = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let d = &plan.decisions[i];
+            let level = match plan.level {
+                Level::Exact { .. } => plan.level.share(r.settings.weight),
+                // The floors alone overfill the pool: everyone is held at its floor.
+                Level::Floors => Some(0),
+                Level::Unconstrained => None,
+            };
+            let ceiling = decide::ceiling(d, level, floors[i], r.settings.max);
+            let knobs = Knobs {
+                min_floor: law.min_floor,
+                max_step: law.max_step.of(r.sample.current).max(decide::PAGE),
+                reclaim: law.reclaim && r.reclaim_supported,
+            };
+            let writes = if r.provisional || rejected.is_some() {
+                Writes::default()
+            } else {
+                decide::decide(
+                    &observed[i],
+                    &r.originals,
+                    ceiling,
+                    d.entitlement,
+                    floors[i],
+                    &knobs,
+                )
+            };
+            CgroupStep {
+                floor: floors[i],
+                ceiling,
+                writes,
+            }
+        })
+        .collect();
+    Step {
+        capacity: cap,
+        next_cut,
+        own_stall,
+        plan,
+        rejected,
+        cgroups,
+    }
+}
+
+/// A cgroup within this many bytes (or 1/32) of its memory.high counts as held by it.
+const THROTTLE_SLACK: u64 = 4 << 20;
+
+/// Whether a cgroup using `current` is held at its `memory.high`: within
+/// `max(high/32, THROTTLE_SLACK)` of it. Its usage is then flat because the kernel holds it,
+/// not because it is idle.
+#[must_use]
+pub fn held(current: u64, high: Limit) -> bool {
+    let Limit::Bytes(high) = high else {
+        return false;
+    };
+    current.saturating_add((high / 32).max(THROTTLE_SLACK)) >= high
+}
+
+/// `a` is a higher limit than `b` (`max` above every size).
+#[must_use]
+pub fn limit_above(a: Limit, b: Limit) -> bool {
+    a.bytes().unwrap_or(u64::MAX) > b.bytes().unwrap_or(u64::MAX)
+}
+
+/// A cgroup held at its `memory.high` uses no more than the limit, so its usage hides what it
+/// wants. Such a cgroup is given a demand of the whole pool (capped by its original limit), so
+/// that memory freed elsewhere flows back to it by weight, and pressure is not declared over
+/// merely because the throttle works. `None` when it is not held.
+fn hidden_demand(s: &CgroupSample, capacity: u64, original: Limit) -> Option<u64> {
+    if !held(s.current, s.high) {
+        return None;
+    }
+    let cap = original.bytes().unwrap_or(u64::MAX);
+    Some(capacity.max(s.current).min(cap).max(s.current))
+}
+
+fn observe(s: &CgroupSample) -> Observed {
+    Observed {
+        usage: s.current,
+        swap_backed: s.stat.anon.saturating_add(s.stat.shmem),
+        swap_current: s.swap_current,
+        swap_max: s.swap_max,
+        high: s.high,
+        low: s.low,
+    }
+}
+
+fn empty_plan(capacity: u64, inputs: &[CgroupInput]) -> Plan {
+    Plan {
+        capacity,
+        total_usage: inputs.iter().map(|i| i.usage).sum(),
+        total_weight: inputs.iter().map(|i| u64::from(i.weight)).sum(),
+        pressure: false,
+        overcommitted: false,
+        decisions: inputs
+            .iter()
+            .map(|i| Decision {
+                name: i.name.clone(),
+                usage: i.usage,
+                weight: i.weight,
+                expected: i.usage,
+                exceed: 0,
+                target: i.usage,
+                reclaim: 0,
+                entitlement: 0,
+                reason: memweight_policy::Reason::NoPressure,
+            })
+            .collect(),
+        level: Level::Unconstrained,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{CapacityMode, Reserve};
+    use memweight_cgroupfs::{MemoryEvents, MemoryStat, Psi, PsiLine};
+    use proptest::prelude::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn psi(some: f64) -> Psi {
+        Psi {
+            some: PsiLine {
+                avg10: some,
+                avg60: some,
+                avg300: some,
+                total_us: 0,
+            },
+            full: None,
+        }
+    }
+
+    fn limit() -> impl Strategy<Value = Limit> {
+        prop_oneof![
+            Just(Limit::Max),
+            (1u64..4096).prop_map(|m| Limit::Bytes(m * MIB))
+        ]
+    }
+
+    /// One cgroup: its sample, settings, originals and whether the sample is provisional.
+    #[derive(Debug, Clone)]
+    struct Cg {
+        sample: CgroupSample,
+        settings: Settings,
+        originals: Originals,
+        provisional: bool,
+    }
+
+    prop_compose! {
+        fn cgroup()(
+            current in 0u64..4096,
+            anon_pct in 0u64..=100,
+            swap in 0u64..1024,
+            swap_max in prop::option::of(limit()),
+            high in limit(),
+            low in limit(),
+            orig_high in limit(),
+            orig_low in prop_oneof![Just(Limit::Bytes(0)), limit()],
+            weight in 1u32..10_000,
+            min in prop_oneof![Just(0u64), 0u64..2048],
+            max in prop::option::of(1u64..4096),
+            some in 0.0f64..100.0,
+            provisional in prop::bool::weighted(0.1),
+        ) -> Cg {
+            let current = current * MIB;
+            Cg {
+                sample: CgroupSample {
+                    current,
+                    stat: MemoryStat {
+                        anon: current / 100 * anon_pct,
+                        file: current / 100 * (100 - anon_pct),
+                        ..MemoryStat::default()
+                    },
+                    pressure: Some(psi(some)),
+                    events: MemoryEvents::default(),
+                    swap_current: Some(swap * MIB),
+                    swap_max,
+                    high,
+                    low,
+                    min: Limit::Bytes(0),
+                    max: Limit::Max,
+                },
+                settings: Settings { weight, min: min * MIB, max: max.map(|m| m * MIB) },
+                originals: Originals { high: orig_high, low: orig_low },
+                provisional,
+            }
+        }
+    }
+
+    prop_compose! {
+        fn host()(
+            total in 1024u64..65_536,
+            avail_pct in 0u64..=100,
+            swap_free in 0u64..8192,
+            some in prop::option::of(0.0f64..100.0),
+        ) -> HostSample {
+            HostSample {
+                mem_total: total * MIB,
+                mem_available: total * MIB / 100 * avail_pct,
+                mem_free: 0,
+                swap_total: swap_free * MIB,
+                swap_free: swap_free * MIB,
+                psi: some.map(psi),
+            }
+        }
+    }
+
+    fn capacity_config() -> impl Strategy<Value = CapacityConfig> {
+        (
+            prop::bool::ANY,
+            prop_oneof![
+                Just(Reserve::Watermarks),
+                (0u64..1024).prop_map(|m| Reserve::Amount(Amount::Bytes(m * MIB)))
+            ],
+            0u64..65_536,
+        )
+            .prop_map(|(auto, reserve, fixed)| CapacityConfig {
+                mode: if auto {
+                    CapacityMode::Auto
+                } else {
+                    CapacityMode::Fixed
+                },
+                fixed: Some(Amount::Bytes(fixed * MIB)),
+                reserve,
+                ..CapacityConfig::default()
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// The safety rules over arbitrary ticks: memory.high never above the original, never
+        /// below the floor (unless the original itself is), never past the ceiling, dropping
+        /// at most the larger of max_step and half the gap; memory.low never below the
+        /// original; `max` written only to restore it; nothing written from a provisional
+        /// sample; reclaim bounded by the step. (memory.max cannot be written at all:
+        /// [`Writes`] has no field for it.)
+        #[test]
+        fn step_keeps_the_safety_rules(
+            cgs in prop::collection::vec(cgroup(), 1..8),
+            host in host(),
+            capacity in capacity_config(),
+            step_pct in 1u64..=100,
+            band in prop::option::of(0u64..256),
+            cut in 0u64..512,
+        ) {
+            let law = Law {
+                capacity: &capacity,
+                min_floor: 16 * MIB,
+                max_step: Amount::Percent(step_pct as f64),
+                reclaim: true,
+            };
+            let names: Vec<String> = (0..cgs.len()).map(|i| format!("c{i}")).collect();
+            let rows: Vec<Row<'_>> = cgs
+                .iter()
+                .zip(&names)
+                .map(|(c, n)| Row {
+                    name: n,
+                    settings: c.settings,
+                    sample: &c.sample,
+                    originals: c.originals,
+                    reclaim_supported: true,
+                    provisional: c.provisional,
+                })
+                .collect();
+            let out = step(&law, &rows, &host, band.map(|b| b * MIB), PsiCut(cut * MIB));
+            prop_assert_eq!(out.cgroups.len(), rows.len());
+            prop_assert!(out.rejected.is_none(), "{:?}", out.rejected);
+            for (c, d) in cgs.iter().zip(&out.cgroups) {
+                let w = d.writes;
+                if c.provisional {
+                    prop_assert!(w.is_empty(), "provisional: {:?}", w);
+                    continue;
+                }
+                let orig_high = c.originals.high.bytes().unwrap_or(u64::MAX);
+                match w.high {
+                    Some(Limit::Max) => prop_assert_eq!(c.originals.high, Limit::Max),
+                    Some(Limit::Bytes(h)) => {
+                        prop_assert!(h <= orig_high, "above the original: {} > {}", h, orig_high);
+                        prop_assert!(h >= d.floor.min(orig_high), "below the floor: {} < {}", h, d.floor);
+                        prop_assert_eq!(h % decide::PAGE, 0);
+                        let base = c.sample.high.bytes().unwrap_or(u64::MAX).min(c.sample.current);
+                        if let Some(ceiling) = d.ceiling && h < base {
+                            prop_assert!(h >= ceiling.min(orig_high), "past the ceiling: {} < {}", h, ceiling);
+                            if orig_high >= base {
+                                let step = law.max_step.of(c.sample.current).max(decide::PAGE)
+                                    .max(base.saturating_sub(ceiling) / 2);
+                                prop_assert!(base - h <= step, "dropped {} > {}", base - h, step);
+                            }
+                        }
+                    }
+                    None => {}
+                }
+                if let Some(l) = w.low {
+                    let orig_low = c.originals.low.bytes().unwrap_or(u64::MAX);
+                    prop_assert!(l.bytes().unwrap_or(u64::MAX) >= orig_low, "low below the original");
+                }
+                if let Some(r) = w.reclaim {
+                    prop_assert!(r <= law.max_step.of(c.sample.current).max(decide::PAGE));
+                    let high = w.high.unwrap_or(c.sample.high).bytes().unwrap_or(u64::MAX);
+                    prop_assert!(c.sample.current - r >= high, "reclaim {} below {}", r, high);
+                }
+            }
+        }
+
+        /// Restore-ready: with room for everyone (a fixed pool above every usage and no
+        /// configured max) the law puts memory.high back to the original, or — for a cgroup
+        /// held at its limit, whose hidden demand is the whole pool — raises it first (it is
+        /// back at the original once no longer held); it reclaims only down to an original
+        /// below usage.
+        #[test]
+        fn step_without_pressure_goes_back_to_the_originals(
+            cgs in prop::collection::vec(cgroup(), 1..8),
+            host in host(),
+        ) {
+            let capacity = CapacityConfig {
+                mode: CapacityMode::Fixed,
+                fixed: Some(Amount::Bytes(1 << 50)),
+                ..CapacityConfig::default()
+            };
+            let law = Law { capacity: &capacity, min_floor: 16 * MIB, max_step: Amount::Percent(10.0), reclaim: true };
+            let names: Vec<String> = (0..cgs.len()).map(|i| format!("c{i}")).collect();
+            let rows: Vec<Row<'_>> = cgs
+                .iter()
+                .zip(&names)
+                .map(|(c, n)| Row {
+                    name: n,
+                    settings: Settings { max: None, ..c.settings },
+                    sample: &c.sample,
+                    originals: c.originals,
+                    reclaim_supported: true,
+                    provisional: false,
+                })
+                .collect();
+            let out = step(&law, &rows, &host, None, PsiCut(0));
+            for (c, d) in cgs.iter().zip(&out.cgroups) {
+                let now = c.sample.high.bytes().unwrap_or(u64::MAX);
+                prop_assert!(
+                    d.writes.high.is_none_or(|h| h == c.originals.high
+                        || h.bytes().unwrap_or(u64::MAX) >= now),
+                    "{:?} -> {:?}", c.sample.high, d.writes.high
+                );
+                if let Some(r) = d.writes.reclaim {
+                    // Only ever down to the memory.high in force (an original below usage).
+                    let high = d.writes.high.unwrap_or(c.sample.high).bytes().unwrap_or(u64::MAX);
+                    prop_assert!(c.sample.current - r >= high, "reclaim {} below {}", r, high);
+                }
+            }
+        }
+    }
+}
