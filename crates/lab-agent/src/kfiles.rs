@@ -1,63 +1,40 @@
-//! Pure parsers for the kernel files the agent samples: `&str` in, typed value out, `None` on
+//! The kernel files the agent samples, read with the daemon's own parsers
+//! (`memweight_cgroupfs::parse`, one parser per kernel file format): `&str` in, `None` on
 //! anything malformed (a sample then shows the field as missing rather than crashing the run).
+
+use memweight_cgroupfs::parse;
 
 use crate::scenario::Limit;
 
 /// A single-number file such as `memory.current`.
 pub fn single_u64(text: &str) -> Option<u64> {
-    text.trim().parse().ok()
+    parse::single_u64(text).ok()
 }
 
 /// A limit file such as `memory.high`: a number or `max`.
 pub fn limit(text: &str) -> Option<Limit> {
-    match text.trim() {
-        "max" => Some(Limit::Max),
-        other => other.parse().ok().map(Limit::Bytes),
-    }
+    parse::limit(text).ok().map(|l| match l {
+        memweight_cgroupfs::Limit::Max => Limit::Max,
+        memweight_cgroupfs::Limit::Bytes(b) => Limit::Bytes(b),
+    })
 }
 
 /// `avg10` of the `some` and `full` lines of a PSI file (`memory.pressure`,
 /// `/proc/pressure/memory`).
 pub fn psi_avg10(text: &str) -> (Option<f64>, Option<f64>) {
-    let mut some = None;
-    let mut full = None;
-    for line in text.lines() {
-        let mut words = line.split_whitespace();
-        let slot = match words.next() {
-            Some("some") => &mut some,
-            Some("full") => &mut full,
-            _ => continue,
-        };
-        *slot = words
-            .filter_map(|w| w.strip_prefix("avg10="))
-            .find_map(|v| v.parse::<f64>().ok());
-    }
-    (some, full)
-}
-
-/// One key of a flat keyed file such as `memory.events` (`key value` per line).
-pub fn flat_keyed(text: &str, key: &str) -> Option<u64> {
-    text.lines().find_map(|line| {
-        let mut words = line.split_whitespace();
-        (words.next() == Some(key))
-            .then(|| words.next())
-            .flatten()
-            .and_then(|v| v.parse().ok())
+    parse::psi(text).map_or((None, None), |p| {
+        (Some(p.some.avg10), p.full.map(|f| f.avg10))
     })
 }
 
-/// One field of `/proc/meminfo`, in bytes (`MemAvailable:  1234 kB`).
-pub fn meminfo(text: &str, key: &str) -> Option<u64> {
-    text.lines().find_map(|line| {
-        let rest = line.strip_prefix(key)?.strip_prefix(':')?;
-        let mut words = rest.split_whitespace();
-        let n: u64 = words.next()?.parse().ok()?;
-        match words.next() {
-            Some("kB") => n.checked_mul(1024),
-            None => Some(n),
-            Some(_) => None,
-        }
-    })
+/// `memory.events`: the `high`, `max` and `oom_kill` counters.
+pub fn events(text: &str) -> Option<memweight_cgroupfs::MemoryEvents> {
+    memweight_cgroupfs::MemoryEvents::parse(text).ok()
+}
+
+/// `/proc/meminfo`: MemTotal, MemAvailable, SwapTotal and SwapFree in bytes.
+pub fn meminfo(text: &str) -> Option<memweight_cgroupfs::HostSample> {
+    memweight_cgroupfs::parse_meminfo(text).ok()
 }
 
 /// `ops_per_s` of one line of the workload's JSON output.
@@ -92,14 +69,24 @@ mod tests {
     #[test]
     fn events_and_meminfo() {
         let ev = "low 0\nhigh 17\nmax 2\noom 1\noom_kill 1\noom_group_kill 0\n";
-        assert_eq!(flat_keyed(ev, "high"), Some(17));
-        assert_eq!(flat_keyed(ev, "oom_kill"), Some(1));
-        assert_eq!(flat_keyed(ev, "absent"), None);
-        assert_eq!(flat_keyed("high\n", "high"), None);
-        let mi = "MemTotal:  1000 kB\nMemAvailable:     512 kB\nHugePages_Total:  0\n";
-        assert_eq!(meminfo(mi, "MemAvailable"), Some(512 * 1024));
-        assert_eq!(meminfo(mi, "HugePages_Total"), Some(0));
-        assert_eq!(meminfo(mi, "Mem"), None);
+        let e = events(ev).expect("parses");
+        assert_eq!((e.high, e.max, e.oom_kill), (17, 2, 1));
+        assert_eq!(events("high\n"), None);
+        // A 6.1 guest's meminfo, trimmed to what procfs requires.
+        let mi = "MemTotal:  1000 kB\nMemFree:  100 kB\nMemAvailable:     512 kB\n\
+                  Buffers:  0 kB\nCached:  10 kB\nSwapCached:  0 kB\nActive:  5 kB\n\
+                  Inactive:  5 kB\nActive(anon):  1 kB\nInactive(anon):  1 kB\n\
+                  Active(file):  4 kB\nInactive(file):  4 kB\nUnevictable:  0 kB\n\
+                  Mlocked:  0 kB\nSwapTotal:  2048 kB\nSwapFree:  1024 kB\nDirty:  0 kB\n\
+                  Writeback:  0 kB\nAnonPages:  2 kB\nMapped:  1 kB\nShmem:  0 kB\n\
+                  KReclaimable:  0 kB\nSlab:  3 kB\nSReclaimable:  1 kB\nSUnreclaim:  2 kB\n\
+                  KernelStack:  1 kB\nPageTables:  1 kB\nNFS_Unstable:  0 kB\nBounce:  0 kB\n\
+                  WritebackTmp:  0 kB\nCommitLimit:  500 kB\nCommitted_AS:  100 kB\n\
+                  VmallocTotal:  1000 kB\nVmallocUsed:  0 kB\nVmallocChunk:  0 kB\n";
+        let m = meminfo(mi).expect("parses");
+        assert_eq!((m.mem_total, m.mem_available), (1000 * 1024, 512 * 1024));
+        assert_eq!((m.swap_total, m.swap_free), (2048 * 1024, 1024 * 1024));
+        assert_eq!(meminfo("MemTotal: x kB\n"), None);
     }
 
     #[test]

@@ -184,7 +184,7 @@ fn run(em: &mut Emitter) -> Result<()> {
             .unwrap_or_default()
             .trim()
             .to_owned(),
-        mem_total: kfiles::meminfo(&meminfo, "MemTotal").unwrap_or(0),
+        mem_total: kfiles::meminfo(&meminfo).map_or(0, |m| m.mem_total),
         cpus: thread::available_parallelism().map_or(1, |n| n.get() as u64),
         agent: env!("CARGO_PKG_VERSION").to_owned(),
     }));
@@ -899,14 +899,13 @@ impl Lab {
         let meminfo = read(Path::new("/proc/meminfo")).unwrap_or_default();
         let (psi_some10, psi_full10) =
             kfiles::psi_avg10(&read(Path::new("/proc/pressure/memory")).unwrap_or_default());
-        let swap_used = kfiles::meminfo(&meminfo, "SwapTotal")
-            .zip(kfiles::meminfo(&meminfo, "SwapFree"))
-            .map(|(total, free)| total.saturating_sub(free));
+        let meminfo = kfiles::meminfo(&meminfo);
+        let swap_used = meminfo.map(|m| m.swap_total.saturating_sub(m.swap_free));
         Sample {
             t: self.now(),
             cgroups,
             host: HostSample {
-                mem_available: kfiles::meminfo(&meminfo, "MemAvailable"),
+                mem_available: meminfo.map(|m| m.mem_available),
                 swap_used,
                 psi_some10,
                 psi_full10,
@@ -1068,7 +1067,7 @@ fn sample_cgroup(dir: &Path) -> CgroupSample {
     let file = |name: &str| read(&dir.join(name));
     let (psi_some10, psi_full10) =
         file("memory.pressure").map_or((None, None), |t| kfiles::psi_avg10(&t));
-    let events = file("memory.events").unwrap_or_default();
+    let events = file("memory.events").and_then(|t| kfiles::events(&t));
     CgroupSample {
         name: String::new(),
         present: dir.is_dir(),
@@ -1078,9 +1077,9 @@ fn sample_cgroup(dir: &Path) -> CgroupSample {
         swap: file("memory.swap.current").and_then(|t| kfiles::single_u64(&t)),
         psi_some10,
         psi_full10,
-        events_high: kfiles::flat_keyed(&events, "high"),
-        events_max: kfiles::flat_keyed(&events, "max"),
-        events_oom_kill: kfiles::flat_keyed(&events, "oom_kill"),
+        events_high: events.map(|e| e.high),
+        events_max: events.map(|e| e.max),
+        events_oom_kill: events.map(|e| e.oom_kill),
         ops_per_s: None,
     }
 }
