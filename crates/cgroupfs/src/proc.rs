@@ -80,6 +80,15 @@ impl ProcFs {
         &self.root
     }
 
+    /// The path and text of the procfs file `name`.
+    fn read(&self, name: &str) -> Result<(PathBuf, String), Error> {
+        let path = self.root.join(name);
+        match fs::read_to_string(&path) {
+            Ok(text) => Ok((path, text)),
+            Err(source) => Err(Error::Io { path, source }),
+        }
+    }
+
     /// Reads `zoneinfo`: the free-memory watermarks summed over all zones, in **bytes**
     /// (the file counts pages of the running kernel's page size).
     ///
@@ -87,11 +96,7 @@ impl ProcFs {
     ///
     /// [`Error::Io`] if `zoneinfo` cannot be read, [`Error::Parse`] if it is malformed.
     pub fn watermarks(&self) -> Result<Watermarks, Error> {
-        let path = self.root.join("zoneinfo");
-        let text = fs::read_to_string(&path).map_err(|source| Error::Io {
-            path: path.clone(),
-            source,
-        })?;
+        let (path, text) = self.read("zoneinfo")?;
         let pages = parse::watermarks(&text).map_err(|e| Error::Parse {
             path,
             what: e.to_string(),
@@ -113,11 +118,7 @@ impl ProcFs {
     /// or lacks `MemAvailable` (kernels before 3.14), and the same for a present but
     /// malformed `pressure/memory`.
     pub fn host(&self) -> Result<HostSample, Error> {
-        let path = self.root.join("meminfo");
-        let text = fs::read_to_string(&path).map_err(|source| Error::Io {
-            path: path.clone(),
-            source,
-        })?;
+        let (path, text) = self.read("meminfo")?;
         let memory = meminfo(&text).map_err(|what| Error::Parse {
             path: path.clone(),
             what,

@@ -84,20 +84,30 @@ impl fmt::Display for Amount {
     }
 }
 
+/// An amount as written: a number of bytes or a string (`"80%"`, `"512M"`, or a keyword).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawAmount {
+    Int(i64),
+    Str(String),
+}
+
+impl RawAmount {
+    fn amount(self) -> Result<Amount, String> {
+        match self {
+            RawAmount::Int(i) => u64::try_from(i)
+                .map(Amount::Bytes)
+                .map_err(|_| format!("size must not be negative, got {i}")),
+            RawAmount::Str(s) => parse_amount(&s),
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for Amount {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(i64),
-            Str(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Int(i) => u64::try_from(i).map(Amount::Bytes).map_err(|_| {
-                serde::de::Error::custom(format!("size must not be negative, got {i}"))
-            }),
-            Raw::Str(s) => parse_amount(&s).map_err(serde::de::Error::custom),
-        }
+        RawAmount::deserialize(d)?
+            .amount()
+            .map_err(serde::de::Error::custom)
     }
 }
 
@@ -125,20 +135,9 @@ impl fmt::Display for Reserve {
 
 impl<'de> Deserialize<'de> for Reserve {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(i64),
-            Str(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Int(i) => u64::try_from(i)
-                .map(|b| Reserve::Amount(Amount::Bytes(b)))
-                .map_err(|_| {
-                    serde::de::Error::custom(format!("size must not be negative, got {i}"))
-                }),
-            Raw::Str(s) if s.trim() == "watermarks" => Ok(Reserve::Watermarks),
-            Raw::Str(s) => parse_amount(&s).map(Reserve::Amount).map_err(|e| {
+        match RawAmount::deserialize(d)? {
+            RawAmount::Str(s) if s.trim() == "watermarks" => Ok(Reserve::Watermarks),
+            raw => raw.amount().map(Reserve::Amount).map_err(|e| {
                 serde::de::Error::custom(format!("{e} (or \"watermarks\", the default)"))
             }),
         }

@@ -9,7 +9,7 @@
 //! one owner of state. Before the first report exists the desk answers `status` itself with
 //! "not ready", so that a first tick adopting thousands of cgroups never holds a client.
 
-use memweight_proto::ctl::{Command, ErrorKind, ErrorReply, Outcome, Reply, Status};
+use memweight_proto::ctl::{Command, ErrorReply, Outcome, Reply, Status};
 use tokio::sync::mpsc;
 
 use crate::metrics::{Snapshot, Snapshots};
@@ -26,10 +26,7 @@ pub async fn serve(mut calls: mpsc::Receiver<Call>, to_loop: mpsc::Sender<Call>,
                 let _ = call.reply.send(status(&s));
             }
             (Command::Status, None) => {
-                let _ = call.reply.send(Outcome::Error(ErrorReply::new(
-                    ErrorKind::NotReady,
-                    "the daemon has not completed its first tick yet; try again in a moment",
-                )));
+                let _ = call.reply.send(Outcome::Error(ErrorReply::not_ready()));
             }
             _ => {
                 // Queued on its own task, so that a busy loop never holds up the next status.
@@ -57,7 +54,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    use memweight_proto::ctl::Pool;
+    use memweight_proto::ctl::{ErrorKind, Pool};
     use tokio::sync::{oneshot, watch};
 
     use super::*;

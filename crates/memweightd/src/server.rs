@@ -755,12 +755,7 @@ fn unknown(path: &str, root: &str) -> ErrorReply {
 }
 
 fn last(ctl: &Controller) -> Result<&TickReport, ErrorReply> {
-    ctl.last_report().ok_or_else(|| {
-        ErrorReply::new(
-            ErrorKind::NotReady,
-            "the daemon has not completed its first tick yet; try again in a moment",
-        )
-    })
+    ctl.last_report().ok_or_else(ErrorReply::not_ready)
 }
 
 fn setting(ctl: &Controller, path: &str) -> Setting {

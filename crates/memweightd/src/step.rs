@@ -360,6 +360,24 @@ mod tests {
             })
     }
 
+    fn names(cgs: &[Cg]) -> Vec<String> {
+        (0..cgs.len()).map(|i| format!("c{i}")).collect()
+    }
+
+    fn rows<'a>(cgs: &'a [Cg], names: &'a [String]) -> Vec<Row<'a>> {
+        cgs.iter()
+            .zip(names)
+            .map(|(c, n)| Row {
+                name: n,
+                settings: c.settings,
+                sample: &c.sample,
+                originals: c.originals,
+                reclaim_supported: true,
+                provisional: c.provisional,
+            })
+            .collect()
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -384,19 +402,8 @@ mod tests {
                 max_step: Amount::Percent(step_pct as f64),
                 reclaim: true,
             };
-            let names: Vec<String> = (0..cgs.len()).map(|i| format!("c{i}")).collect();
-            let rows: Vec<Row<'_>> = cgs
-                .iter()
-                .zip(&names)
-                .map(|(c, n)| Row {
-                    name: n,
-                    settings: c.settings,
-                    sample: &c.sample,
-                    originals: c.originals,
-                    reclaim_supported: true,
-                    provisional: c.provisional,
-                })
-                .collect();
+            let names = names(&cgs);
+            let rows = rows(&cgs, &names);
             let out = step(&law, &rows, &host, band.map(|b| b * MIB), PsiCut(cut * MIB));
             prop_assert_eq!(out.cgroups.len(), rows.len());
             prop_assert!(out.rejected.is_none(), "{:?}", out.rejected);
@@ -453,19 +460,12 @@ mod tests {
                 ..CapacityConfig::default()
             };
             let law = Law { capacity: &capacity, min_floor: 16 * MIB, max_step: Amount::Percent(10.0), reclaim: true };
-            let names: Vec<String> = (0..cgs.len()).map(|i| format!("c{i}")).collect();
-            let rows: Vec<Row<'_>> = cgs
-                .iter()
-                .zip(&names)
-                .map(|(c, n)| Row {
-                    name: n,
-                    settings: Settings { max: None, ..c.settings },
-                    sample: &c.sample,
-                    originals: c.originals,
-                    reclaim_supported: true,
-                    provisional: false,
-                })
+            let cgs: Vec<Cg> = cgs
+                .into_iter()
+                .map(|c| Cg { settings: Settings { max: None, ..c.settings }, provisional: false, ..c })
                 .collect();
+            let names = names(&cgs);
+            let rows = rows(&cgs, &names);
             let out = step(&law, &rows, &host, None, PsiCut(0));
             for (c, d) in cgs.iter().zip(&out.cgroups) {
                 let now = c.sample.high.bytes().unwrap_or(u64::MAX);

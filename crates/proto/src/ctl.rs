@@ -572,6 +572,15 @@ impl ErrorReply {
             message: message.into(),
         }
     }
+
+    /// The answer before the daemon's first tick has completed.
+    #[must_use]
+    pub fn not_ready() -> Self {
+        ErrorReply::new(
+            ErrorKind::NotReady,
+            "the daemon has not completed its first tick yet; try again in a moment",
+        )
+    }
 }
 
 /// Checks that `weight` is in `1..=10000`.
