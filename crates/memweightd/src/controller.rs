@@ -184,6 +184,10 @@ pub struct Controller {
     last: Option<Arc<TickReport>>,
     /// At shutdown: each released cgroup's originals and id, for jobs that write late.
     last_originals: BTreeMap<String, (Originals, Option<u64>)>,
+    /// Released cgroups whose files still hold their originals as far as the daemon knows
+    /// (it never wrote them, or wrote them back): their restore is a no-op and is skipped, so
+    /// a stop with 10,000 idle cgroups writes only to the few it throttled.
+    unchanged: BTreeSet<String>,
     containers: Option<Containers>,
     snap: Arc<Snapshot>,
     /// Cgroups no rule may make the daemon manage: its own cgroup and every ancestor of it
@@ -287,6 +291,7 @@ impl Controller {
             counters: Counters::default(),
             last: None,
             last_originals: BTreeMap::new(),
+            unchanged: BTreeSet::new(),
             containers: None,
             snap: Arc::new(Snapshot::default()),
             forbidden: BTreeSet::new(),
@@ -668,6 +673,7 @@ impl Controller {
             }
             None => (sampled, false),
         };
+        self.unchanged.remove(path);
         debug!(cgroup = %path, weight = settings.weight, original_high = %originals.high,
             original_low = %originals.low, resumed = recorded, "adopted cgroup");
         self.counters.adopted += 1;
@@ -826,7 +832,13 @@ impl Controller {
                 info!(done = i, total, "restoring original limits");
             }
             let orig = parse_original(&o);
-            match restore(&self.fs, &path, &orig, o.id) {
+            // Still holding its originals (never written, or written back): nothing to write.
+            let outcome = if self.unchanged.remove(&path) {
+                Restored::Done
+            } else {
+                restore(&self.fs, &path, &orig, o.id)
+            };
+            match outcome {
                 Restored::Done => {
                     debug!(cgroup = %path, high = %orig.high, low = %orig.low,
                         "original limits restored");
@@ -855,19 +867,37 @@ impl Controller {
         if total >= PROGRESS_EVERY {
             info!(total, "restoring original limits: done");
         }
+        let originals = &self.state.originals;
+        self.unchanged.retain(|p| originals.contains_key(p));
     }
 
     /// Stops managing a cgroup: its originals, if recorded, are restored by
     /// [`Controller::restore_recorded`].
     fn release(&mut self, path: &str) {
+        if let Some(m) = self.managed.get(path) {
+            self.note_unchanged(path, &m.clone());
+        }
         if self.managed.remove(path).is_some() {
             info!(cgroup = %path, "released cgroup");
             self.counters.released += 1;
         }
     }
 
+    /// Notes a cgroup being released whose files hold its originals as far as the daemon
+    /// knows (its last write, or what it read at adoption, equals the original) and has no
+    /// write in flight: restoring it would write what is there.
+    fn note_unchanged(&mut self, path: &str, m: &Managed) {
+        if same_pages(m.known.high, m.originals.high)
+            && same_pages(m.known.low, m.originals.low)
+            && !self.jobs.contains_key(path)
+        {
+            self.unchanged.insert(path.to_owned());
+        }
+    }
+
     /// Forgets a cgroup that no longer exists.
     fn forget(&mut self, path: &str) {
+        self.unchanged.remove(path);
         if self.managed.remove(path).is_some() {
             info!(cgroup = %path, "cgroup vanished; dropped");
             self.counters.released += 1;
@@ -1422,6 +1452,7 @@ impl Controller {
         let n = self.managed.len();
         self.last_originals.clear();
         for (p, m) in std::mem::take(&mut self.managed) {
+            self.note_unchanged(&p, &m);
             self.last_originals.insert(p, (m.originals, m.id));
         }
         self.counters.released += n as u64;

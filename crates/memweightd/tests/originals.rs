@@ -455,6 +455,45 @@ async fn regression_first_tick_read_every_file_of_every_new_cgroup() {
     assert!(idle.iter().all(|c| c.read_high() == "max"));
 }
 
+/// Regression (issue 9, lab scale-10k under pressure): SIGTERM wrote both originals back to
+/// every one of 10,000 recorded cgroups, idle ones included, ran out of its 20 s and left the
+/// busy cgroups — last in path order — throttled. A cgroup whose files still hold its
+/// originals as far as the daemon knows is not written at the stop (an operator's value set
+/// there since stays), and the throttled ones are restored.
+#[tokio::test]
+async fn regression_sigterm_rewrote_every_idle_cgroup_and_ran_out_of_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let proc = FakeProc::new(dir.path().join("proc"));
+    let root = dir.path().join("cg");
+    let busy = FakeCgroup::new(&root, "pods/busy");
+    busy.set_current(3000 * MIB);
+    busy.set_stat(2900 * MIB, 100 * MIB);
+    let idle = FakeCgroup::new(&root, "pods/idle");
+    let text = format!(
+        "cgroup_root = {root:?}\nproc_root = {:?}\nstate_dir = {:?}\nmax_step = \"100%\"\n\
+         [capacity]\nmode = \"fixed\"\nfixed = \"2000M\"\n[[cgroup]]\nglob = \"pods/*\"\n",
+        proc.path(),
+        dir.path().join("state")
+    );
+    let (cfg, rules) = Config::parse(&text, Path::new("t.toml")).expect("valid");
+    let mut ctl = Controller::new(cfg, rules).expect("start");
+    ctl.tick().await.expect("tick");
+    ctl.tick().await.expect("tick");
+    assert_ne!(busy.read_high(), "max", "the busy cgroup is throttled");
+    assert_eq!(idle.read_high(), "max", "the idle one is never written");
+    // Between the last tick and the stop an operator limits the idle cgroup.
+    idle.set_high(Limit::Bytes(500 * MIB));
+    ctl.release_all().await;
+    assert_eq!(busy.read_high(), "max", "the throttled cgroup is restored");
+    assert_eq!(
+        idle.read_high(),
+        (500 * MIB).to_string(),
+        "the untouched cgroup is not written: the operator's value stays"
+    );
+    let state = std::fs::read_to_string(dir.path().join("state/state.json")).expect("state");
+    assert!(!state.contains("pods/"), "nothing left recorded: {state}");
+}
+
 /// After a reboot cgroup ids start again, so an id match would prove nothing: originals from
 /// an earlier boot are dropped, never applied to the cgroups of this one.
 #[tokio::test]
