@@ -90,6 +90,50 @@ impl Tree {
     }
 }
 
+/// A fake host for the `glob = "pods/*"` tests: a procfs and an empty cgroup root in a fresh
+/// directory.
+struct Pods {
+    dir: tempfile::TempDir,
+    _proc: FakeProc,
+}
+
+impl Pods {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let proc = FakeProc::new(dir.path().join("proc"));
+        Pods { dir, _proc: proc }
+    }
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("cg")
+    }
+    /// A cgroup `pods/<name>` holding 3000 MiB (2900 MiB anon).
+    fn busy(&self, name: &str) -> FakeCgroup {
+        let c = FakeCgroup::new(self.root(), &format!("pods/{name}"));
+        c.set_current(3000 * MIB);
+        c.set_stat(2900 * MIB, 100 * MIB);
+        c
+    }
+    fn state(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("state/state.json")).expect("state")
+    }
+    /// The config for every `pods/*` cgroup, a fixed pool of `fixed` and `extra` keys.
+    fn config(&self, fixed: &str, extra: &str) -> (Config, memweightd::config::Rules) {
+        let text = format!(
+            "cgroup_root = {:?}\nproc_root = {:?}\nstate_dir = {:?}\n{extra}\n\
+             [capacity]\nmode = \"fixed\"\nfixed = \"{fixed}\"\n[[cgroup]]\nglob = \"pods/*\"\n",
+            self.root(),
+            self.dir.path().join("proc"),
+            self.dir.path().join("state")
+        );
+        Config::parse(&text, Path::new("t.toml")).expect("valid")
+    }
+    /// A controller on [`Pods::config`] with `max_step = "100%"`.
+    fn controller(&self, fixed: &str) -> Controller {
+        let (cfg, rules) = self.config(fixed, "max_step = \"100%\"");
+        Controller::new(cfg, rules).expect("start")
+    }
+}
+
 fn high(c: &FakeCgroup) -> u64 {
     c.read_high().parse().unwrap_or(u64::MAX)
 }
@@ -342,31 +386,17 @@ async fn operator_low_is_kept_and_restored() {
 /// one state save, and a level that moves with the pool writes nothing to the idle ones.
 #[tokio::test]
 async fn idle_cgroups_are_adopted_at_once_and_cost_no_writes() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let proc = FakeProc::new(dir.path().join("proc"));
-    let root = dir.path().join("cg");
-    let busy = FakeCgroup::new(&root, "pods/busy");
-    busy.set_current(3000 * MIB);
-    busy.set_stat(2900 * MIB, 100 * MIB);
+    let pods = Pods::new();
+    let busy = pods.busy("busy");
     let idle: Vec<FakeCgroup> = (0..999)
-        .map(|i| FakeCgroup::new(&root, &format!("pods/idle{i:04}")))
+        .map(|i| FakeCgroup::new(pods.root(), &format!("pods/idle{i:04}")))
         .collect();
-    let config = |fixed: &str| {
-        let text = format!(
-            "cgroup_root = {root:?}\nproc_root = {:?}\nstate_dir = {:?}\nmax_step = \"100%\"\n\
-             [capacity]\nmode = \"fixed\"\nfixed = \"{fixed}\"\n\
-             [[cgroup]]\nglob = \"pods/*\"\n",
-            proc.path(),
-            dir.path().join("state")
-        );
-        Config::parse(&text, Path::new("t.toml")).expect("valid")
-    };
-    let (cfg, rules) = config("2000M");
-    let mut ctl = Controller::new(cfg, rules).expect("start");
+    let config = |fixed: &str| pods.config(fixed, "max_step = \"100%\"");
+    let mut ctl = pods.controller("2000M");
     let r = ctl.tick().await.expect("tick").clone();
     assert_eq!(r.cgroups.len(), 1000);
     assert!(r.cgroups.iter().all(|c| c.state == "ok"), "all recorded");
-    let state = std::fs::read_to_string(dir.path().join("state/state.json")).expect("state");
+    let state = pods.state();
     assert_eq!(state.matches("\"high\": \"max\"").count(), 1000);
     assert_ne!(busy.read_high(), "max");
     let written = ctl.counters().writes_high;
@@ -390,28 +420,17 @@ async fn idle_cgroups_are_adopted_at_once_and_cost_no_writes() {
 /// in full and controlled from the first tick.
 #[tokio::test]
 async fn regression_first_tick_read_every_file_of_every_new_cgroup() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let proc = FakeProc::new(dir.path().join("proc"));
-    let root = dir.path().join("cg");
+    let pods = Pods::new();
     let idle: Vec<FakeCgroup> = (0..1300)
-        .map(|i| FakeCgroup::new(&root, &format!("pods/idle{i:04}")))
+        .map(|i| FakeCgroup::new(pods.root(), &format!("pods/idle{i:04}")))
         .collect();
     for c in &idle {
         c.set_current(4 * MIB);
         c.set_stat(4 * MIB, 0);
     }
     // Sorted last, so the budget is spent before it is seen: big, so sampled in full anyway.
-    let busy = FakeCgroup::new(&root, "pods/zbusy");
-    busy.set_current(3000 * MIB);
-    busy.set_stat(2900 * MIB, 100 * MIB);
-    let text = format!(
-        "cgroup_root = {root:?}\nproc_root = {:?}\nstate_dir = {:?}\nmax_step = \"100%\"\n\
-         [capacity]\nmode = \"fixed\"\nfixed = \"2000M\"\n[[cgroup]]\nglob = \"pods/*\"\n",
-        proc.path(),
-        dir.path().join("state")
-    );
-    let (cfg, rules) = Config::parse(&text, Path::new("t.toml")).expect("valid");
-    let mut ctl = Controller::new(cfg, rules).expect("start");
+    let busy = pods.busy("zbusy");
+    let mut ctl = pods.controller("2000M");
 
     let r = ctl.tick().await.expect("tick").clone();
     assert_eq!(r.cgroups.len(), 1301, "all adopted in the first tick");
@@ -437,7 +456,7 @@ async fn regression_first_tick_read_every_file_of_every_new_cgroup() {
             "never written: {c:?}"
         );
     }
-    let state = std::fs::read_to_string(dir.path().join("state/state.json")).expect("state");
+    let state = pods.state();
     assert_eq!(
         state.matches("\"high\": \"max\"").count(),
         1301,
@@ -462,21 +481,10 @@ async fn regression_first_tick_read_every_file_of_every_new_cgroup() {
 /// there since stays), and the throttled ones are restored.
 #[tokio::test]
 async fn regression_sigterm_rewrote_every_idle_cgroup_and_ran_out_of_time() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let proc = FakeProc::new(dir.path().join("proc"));
-    let root = dir.path().join("cg");
-    let busy = FakeCgroup::new(&root, "pods/busy");
-    busy.set_current(3000 * MIB);
-    busy.set_stat(2900 * MIB, 100 * MIB);
-    let idle = FakeCgroup::new(&root, "pods/idle");
-    let text = format!(
-        "cgroup_root = {root:?}\nproc_root = {:?}\nstate_dir = {:?}\nmax_step = \"100%\"\n\
-         [capacity]\nmode = \"fixed\"\nfixed = \"2000M\"\n[[cgroup]]\nglob = \"pods/*\"\n",
-        proc.path(),
-        dir.path().join("state")
-    );
-    let (cfg, rules) = Config::parse(&text, Path::new("t.toml")).expect("valid");
-    let mut ctl = Controller::new(cfg, rules).expect("start");
+    let pods = Pods::new();
+    let busy = pods.busy("busy");
+    let idle = FakeCgroup::new(pods.root(), "pods/idle");
+    let mut ctl = pods.controller("2000M");
     ctl.tick().await.expect("tick");
     ctl.tick().await.expect("tick");
     assert_ne!(busy.read_high(), "max", "the busy cgroup is throttled");
@@ -490,7 +498,7 @@ async fn regression_sigterm_rewrote_every_idle_cgroup_and_ran_out_of_time() {
         (500 * MIB).to_string(),
         "the untouched cgroup is not written: the operator's value stays"
     );
-    let state = std::fs::read_to_string(dir.path().join("state/state.json")).expect("state");
+    let state = pods.state();
     assert!(!state.contains("pods/"), "nothing left recorded: {state}");
 }
 
@@ -528,24 +536,16 @@ async fn originals_from_an_earlier_boot_are_dropped() {
 /// report nor in the state file (originals, runtime overrides).
 #[tokio::test]
 async fn exited_containers_leave_no_state_behind() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let proc = FakeProc::new(dir.path().join("proc"));
-    let root = dir.path().join("cg");
+    let host = Pods::new();
     let pods: Vec<FakeCgroup> = (0..20)
         .map(|i| {
-            let c = FakeCgroup::new(&root, &format!("pods/p{i:02}"));
+            let c = FakeCgroup::new(host.root(), &format!("pods/p{i:02}"));
             c.set_current(500 * MIB);
             c.set_stat(400 * MIB, 100 * MIB);
             c
         })
         .collect();
-    let text = format!(
-        "cgroup_root = {root:?}\nproc_root = {:?}\nstate_dir = {:?}\n\
-         [capacity]\nmode = \"fixed\"\nfixed = \"5000M\"\n[[cgroup]]\nglob = \"pods/*\"\n",
-        proc.path(),
-        dir.path().join("state")
-    );
-    let (cfg, rules) = Config::parse(&text, Path::new("t.toml")).expect("valid");
+    let (cfg, rules) = host.config("5000M", "");
     let mut ctl = Controller::new(cfg, rules).expect("start");
     ctl.tick().await.expect("tick");
     ctl.set_override(
@@ -568,7 +568,7 @@ async fn exited_containers_leave_no_state_behind() {
         "{:?}",
         ctl.managed_paths().collect::<Vec<_>>()
     );
-    let state = std::fs::read_to_string(dir.path().join("state/state.json")).expect("state");
+    let state = host.state();
     for (i, p) in pods.iter().enumerate() {
         assert_eq!(state.contains(p.rel()), i % 2 == 1, "{}: {state}", p.rel());
     }
