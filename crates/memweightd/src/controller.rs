@@ -874,10 +874,8 @@ impl Controller {
     /// Stops managing a cgroup: its originals, if recorded, are restored by
     /// [`Controller::restore_recorded`].
     fn release(&mut self, path: &str) {
-        if let Some(m) = self.managed.get(path) {
-            self.note_unchanged(path, &m.clone());
-        }
-        if self.managed.remove(path).is_some() {
+        if let Some(m) = self.managed.remove(path) {
+            self.note_unchanged(path, &m);
             info!(cgroup = %path, "released cgroup");
             self.counters.released += 1;
         }
@@ -1219,23 +1217,23 @@ impl Controller {
     ) -> TickReport {
         let watermark_band = self.watermark_band();
         // Every row is managed (sampling adopts what it finds); one that is not is left out.
-        let rows: Vec<&(String, Settings, CgroupSample)> = rows
+        let (rows, law_rows): (Vec<&(String, Settings, CgroupSample)>, Vec<Row<'_>>) = rows
             .iter()
-            .filter(|(p, _, _)| self.managed.contains_key(p))
-            .collect();
-        let law_rows: Vec<Row<'_>> = rows
-            .iter()
-            .filter_map(|(p, st, s)| {
-                self.managed.get(p).map(|m| Row {
-                    name: p.as_str(),
-                    settings: *st,
-                    sample: s,
-                    originals: m.originals,
-                    reclaim_supported: m.reclaim_supported,
-                    provisional: m.last.is_none(),
+            .filter_map(|row| {
+                let (p, st, s) = row;
+                self.managed.get(p).map(|m| {
+                    let law_row = Row {
+                        name: p.as_str(),
+                        settings: *st,
+                        sample: s,
+                        originals: m.originals,
+                        reclaim_supported: m.reclaim_supported,
+                        provisional: m.last.is_none(),
+                    };
+                    (row, law_row)
                 })
             })
-            .collect();
+            .unzip();
         let law = Law {
             capacity: &self.cfg.capacity,
             min_floor: self.cfg.min_floor.bytes(),
