@@ -1248,7 +1248,6 @@ impl Controller {
             rejected,
             cgroups: decided,
         } = step::step(&law, &law_rows, host, watermark_band, self.psi_cut);
-        drop(law_rows);
         self.psi_cut = next_cut;
         if let Some(e) = &rejected {
             // Inputs are validated by the config and the protocol; this is a bug.

@@ -269,18 +269,12 @@ async fn run(
             Some(call) = calls.recv() => {
                 // A call whose client stopped waiting is dropped, not carried out late.
                 server::answer(&mut ctl, call, &config_path);
-                if ctl.config().tick.0 != tick {
-                    tick = ctl.config().tick.0;
-                    interval = new_interval(tick);
-                }
+                retime(ctl.config().tick.0, &mut tick, &mut interval);
             }
             _ = hup.recv() => {
                 // A refused reload keeps the running configuration and logs why (WARN).
                 let _ = server::reload(&mut ctl, &config_path);
-                if ctl.config().tick.0 != tick {
-                    tick = ctl.config().tick.0;
-                    interval = new_interval(tick);
-                }
+                retime(ctl.config().tick.0, &mut tick, &mut interval);
                 notify(&["READY=1"]);
             }
             _ = interval.tick() => {
@@ -330,6 +324,14 @@ async fn run(
     ctl.release_all().await;
     info!("memweightd stopped; original limits restored");
     Ok(())
+}
+
+/// Starts a new tick interval when a reload changed the tick.
+fn retime(period: Duration, tick: &mut Duration, interval: &mut tokio::time::Interval) {
+    if period != *tick {
+        *tick = period;
+        *interval = new_interval(period);
+    }
 }
 
 fn new_interval(period: Duration) -> tokio::time::Interval {
