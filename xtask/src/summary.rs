@@ -109,6 +109,9 @@ pub struct PhaseCgroup {
     pub error_pct: Option<f64>,
     /// Mean throughput over the window.
     pub mean_ops_per_s: Option<f64>,
+    /// How often usage went over memory.high in the window (`memory.events` `high`): the
+    /// kernel's throttling of the cgroup.
+    pub high_events: Option<u64>,
 }
 
 #[allow(clippy::cast_precision_loss)] // Means of byte counts far below 2^52.
@@ -256,6 +259,14 @@ pub fn summarize(
                 .iter()
                 .filter_map(|s| s.cgroups.get(i).and_then(|c| c.ops_per_s))
                 .collect();
+            let high: Vec<u64> = window
+                .iter()
+                .filter_map(|s| s.cgroups.get(i).and_then(|c| c.events_high))
+                .collect();
+            let high_events = high
+                .first()
+                .zip(high.last())
+                .map(|(a, b)| b.saturating_sub(*a));
             let target = targets.get(k).copied().unwrap_or(0);
             let mean_usage = mean_u64(&usage).unwrap_or(0.0);
             #[allow(clippy::cast_precision_loss)] // Byte counts far below 2^52.
@@ -271,6 +282,7 @@ pub fn summarize(
                 mean_usage: to_bytes(mean_usage),
                 error_pct,
                 mean_ops_per_s: mean_f64(&ops),
+                high_events,
             });
         }
         phases.push(PhaseSummary {
@@ -358,7 +370,7 @@ impl Summary {
         );
         let _ = writeln!(
             s,
-            "{:>5} {:>9} {:>8} {:>6} {:>4} {:>9} {:>9} {:>8} {:>10} {:>7} {:>6}",
+            "{:>5} {:>9} {:>8} {:>6} {:>4} {:>9} {:>9} {:>8} {:>10} {:>7} {:>6} {:>8}",
             "phase",
             "window",
             "pressure",
@@ -369,7 +381,8 @@ impl Summary {
             "error",
             "ops/s",
             "settled",
-            "avail"
+            "avail",
+            "high-ev"
         );
         for p in &self.phases {
             let settled = p
@@ -381,7 +394,7 @@ impl Summary {
             for c in &p.cgroups {
                 let _ = writeln!(
                     s,
-                    "{:>5} {:>9} {:>7.0}M {:>6} {:>4} {:>8.0}M {:>8.0}M {:>8} {:>10} {:>7} {:>6}",
+                    "{:>5} {:>9} {:>7.0}M {:>6} {:>4} {:>8.0}M {:>8.0}M {:>8} {:>10} {:>7} {:>6} {:>8}",
                     p.index,
                     format!("{}-{}s", p.window_start, p.end),
                     mib(p.pressure),
@@ -394,7 +407,9 @@ impl Summary {
                     c.mean_ops_per_s
                         .map_or_else(|| "-".to_owned(), |o| format!("{o:.0}")),
                     settled,
-                    avail
+                    avail,
+                    c.high_events
+                        .map_or_else(|| "-".to_owned(), |e| e.to_string())
                 );
             }
         }

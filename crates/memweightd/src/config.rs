@@ -162,6 +162,8 @@ pub fn parse_amount(s: &str) -> Result<Amount, String> {
         .map_err(|e| e.to_string())
 }
 
+/// Default [`Config::guard`]: memory.high this many percent above the target.
+pub const DEFAULT_GUARD_PERCENT: f64 = 8.0;
 /// Shortest `tick` accepted.
 pub const MIN_TICK: Duration = Duration::from_millis(100);
 /// Longest `tick` accepted: a tick must fit three times into the unit's `WatchdogSec=30s`.
@@ -415,8 +417,15 @@ pub struct Config {
     pub state_dir: PathBuf,
     /// `false` = dry run: compute and log, write nothing.
     pub enforce: bool,
-    /// Use `memory.reclaim` for exact proactive reclaim when usage stays above memory.high.
+    /// Move usage to the targets with `memory.reclaim` (where the kernel has it), keeping
+    /// `memory.high` as a guard [`Config::guard`] above the target, so a cgroup at its share is
+    /// not held in the kernel's throttling sleeps. `false`: `memory.high` at the target is the
+    /// only brake.
     pub reclaim: bool,
+    /// How far above its target `memory.high` is kept while `memory.reclaim` moves usage
+    /// (bytes or % of the target). `"0%"`: memory.high at the target, memory.reclaim only for
+    /// usage that outran it (the behaviour before issue 11).
+    pub guard: Amount,
     /// Drop of memory.high in one tick toward its ceiling: the larger of this (bytes or % of
     /// the cgroup's usage) and half the distance left.
     pub max_step: Amount,
@@ -449,6 +458,7 @@ impl Default for Config {
             state_dir: PathBuf::from("/var/lib/memweight"),
             enforce: true,
             reclaim: true,
+            guard: Amount::Percent(DEFAULT_GUARD_PERCENT),
             max_step: Amount::Percent(10.0),
             min_floor: Size(16 << 20),
             protect_ancestors: false,

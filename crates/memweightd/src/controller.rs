@@ -958,7 +958,7 @@ impl Controller {
                 // vs cache, swap) moves: such a cgroup is always sampled in full.
                 Some((now, high, low))
                     if now.abs_diff(last.current) <= STEADY_BYTES.max(last.current / 64)
-                        && !held(now, high) =>
+                        && !held(now, high, self.cfg.guard) =>
                 {
                     let mut s = (**last).clone();
                     s.current = now;
@@ -1239,6 +1239,7 @@ impl Controller {
             min_floor: self.cfg.min_floor.bytes(),
             max_step: self.cfg.max_step,
             reclaim: self.cfg.reclaim,
+            guard: self.cfg.guard,
         };
         let Step {
             capacity: cap,

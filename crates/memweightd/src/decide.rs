@@ -19,6 +19,8 @@
 use memweight_cgroupfs::Limit;
 use memweight_policy::Decision;
 
+use crate::config::Amount;
+
 /// Page size used to align written values.
 pub const PAGE: u64 = 4096;
 /// `memory.low` is written in steps of this many bytes, so that usage drifting by a few pages
@@ -82,7 +84,7 @@ pub struct Originals {
 }
 
 /// Knobs from the config that shape the writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Knobs {
     /// Absolute minimum floor and headroom above unreclaimable memory.
     pub min_floor: u64,
@@ -91,6 +93,9 @@ pub struct Knobs {
     pub max_step: u64,
     /// Whether memory.reclaim may be used.
     pub reclaim: bool,
+    /// With `reclaim`: how far above the target memory.high is kept (bytes or % of the
+    /// target); memory.reclaim moves usage the rest of the way.
+    pub guard: Amount,
 }
 
 /// Writes wanted for one cgroup; `None` leaves a file alone.
@@ -145,23 +150,33 @@ pub fn decide(
 
     // memory.high
     let orig_high = orig.high.bytes().unwrap_or(u64::MAX);
-    let want_high = match ceiling {
-        Some(c) if c < orig_high => {
+    // Where usage is to go this tick, when the policy puts it below the original: the
+    // ceiling, never below the floor.
+    let target = ceiling
+        .filter(|&c| c < orig_high)
+        .map(|c| c.max(floor))
+        .filter(|&t| t < orig_high);
+    // `next`: where usage goes this tick. Lowering is limited per tick to the larger of
+    // max_step and half the distance left (geometric approach: a 140 MiB descent settles in
+    // ~5 ticks instead of 14 at 10 % of 250 MiB, issue 11); raising is immediate.
+    let (want_high, next) = match target {
+        Some(t) => {
             let base = match obs.high {
                 Limit::Bytes(h) => h.min(obs.usage),
                 Limit::Max => obs.usage,
             };
-            // Lowering is limited per tick to the larger of max_step and half the distance
-            // left (geometric approach: a 140 MiB descent settles in ~5 ticks instead of 14
-            // at 10 % of 250 MiB, issue 11); raising (c above base) is immediate.
-            let step = knobs.max_step.max(base.saturating_sub(c) / 2);
-            let stepped = c.max(base.saturating_sub(step));
+            let step = knobs.max_step.max(base.saturating_sub(t) / 2);
+            let next = t.max(base.saturating_sub(step));
+            // With memory.reclaim moving usage, memory.high is a guard above it, so a cgroup
+            // at its share refaults into the guard between ticks instead of sleeping in the
+            // kernel's throttling (issue 11); without it memory.high itself is the brake.
+            let guard = if knobs.reclaim { knobs.guard.of(t) } else { 0 };
             // Never above the original, even when the floor is: an operator's own limit
             // below the floor stays theirs (the daemon only ever lowers from it).
-            let v = round_up(stepped.max(floor)).min(orig_high);
-            Limit::Bytes(v)
+            let v = round_up(next.saturating_add(guard).max(floor)).min(orig_high);
+            (Limit::Bytes(v), Some(next))
         }
-        _ => orig.high,
+        None => (orig.high, None),
     };
     if want_high != obs.high && !inert(obs.usage, obs.high, want_high) {
         w.high = Some(want_high);
@@ -183,15 +198,21 @@ pub fn decide(
         w.low = Some(want_low);
     }
 
-    // memory.reclaim: usage that stayed above a limit we already set (the workload outran the
-    // throttle) is taken back exactly, without throttling it further.
+    // memory.reclaim: usage above this tick's `next` is taken back (after the memory.high
+    // write, which itself reclaims down to the new limit). Never without a target from the
+    // policy: usage above an operator's own memory.high is the kernel's to throttle.
     if knobs.reclaim
-        && let (Limit::Bytes(cur), Limit::Bytes(new)) = (obs.high, want_high)
-        && new <= cur
+        && let Some(next) = next
     {
-        let over = obs.usage.saturating_sub(new);
-        if over > (obs.usage / 50).max(2 << 20) {
-            w.reclaim = Some(over.min(knobs.max_step.max(PAGE)));
+        // A memory.high write below usage reclaims down to it by itself; usage that stays
+        // above a limit already in force (the workload outran the throttle) is taken too.
+        let from = match w.high {
+            Some(h) => obs.usage.min(h.bytes().unwrap_or(u64::MAX)),
+            None => obs.usage,
+        };
+        let over = from.saturating_sub(next);
+        if over > reclaim_slack(obs.usage) {
+            w.reclaim = Some(over);
         }
     }
     w
@@ -207,6 +228,13 @@ pub fn ceiling(d: &Decision, level: Option<u64>, floor: u64, max: Option<u64>) -
         None if d.usage > cap => Some(cap.max(floor)),
         None => None,
     }
+}
+
+/// Usage this close above the target is left alone: a smaller memory.reclaim costs a write
+/// for nothing the next tick's refaults would not undo.
+#[must_use]
+pub fn reclaim_slack(usage: u64) -> u64 {
+    (usage / 50).max(2 << 20)
 }
 
 fn round_up(v: u64) -> u64 {
@@ -242,6 +270,7 @@ mod tests {
             min_floor: 16 * MIB,
             max_step: 50 * MIB,
             reclaim: true,
+            guard: Amount::Bytes(0),
         }
     }
 
@@ -586,8 +615,8 @@ mod tests {
         assert_eq!(w.high, None);
         assert_eq!(
             w.reclaim,
-            Some(50 * MIB),
-            "over by 80 MiB, one step at most"
+            Some(80 * MIB),
+            "over the limit in force by 80 MiB: all of it"
         );
         let off = Knobs {
             reclaim: false,

@@ -27,6 +27,8 @@ pub struct Law<'a> {
     pub max_step: Amount,
     /// `reclaim`: memory.reclaim may be used.
     pub reclaim: bool,
+    /// `guard`: memory.high above the target while memory.reclaim moves usage.
+    pub guard: Amount,
 }
 
 /// One managed cgroup as the law sees it this tick.
@@ -89,7 +91,12 @@ pub fn step(
     let own_stall = rows
         .iter()
         .filter(|r| {
-            limit_above(r.originals.high, r.sample.high) && held(r.sample.current, r.sample.high)
+            limit_above(r.originals.high, r.sample.high)
+                && held(
+                    r.sample.current,
+                    r.sample.high,
+                    guard_of(law, r.reclaim_supported),
+                )
         })
         .filter_map(|r| r.sample.pressure.as_ref().map(|p| p.some.avg10))
         .fold(0.0, f64::max);
@@ -121,7 +128,12 @@ pub fn step(
             weight: r.settings.weight,
             floor: *f,
             max: r.settings.max,
-            demand: hidden_demand(r.sample, cap.bytes, r.originals.high),
+            demand: hidden_demand(
+                r.sample,
+                cap.bytes,
+                r.originals.high,
+                guard_of(law, r.reclaim_supported),
+            ),
         })
         .collect();
     let (plan, rejected) = match memweight_policy::plan(cap.bytes, &inputs) {
@@ -145,6 +157,7 @@ pub fn step(
                 min_floor: law.min_floor,
                 max_step: law.max_step.of(r.sample.current).max(decide::PAGE),
                 reclaim: law.reclaim && r.reclaim_supported,
+                guard: guard_of(law, r.reclaim_supported),
             };
             let writes = if r.provisional || rejected.is_some() {
                 Writes::default()
@@ -179,14 +192,28 @@ pub fn step(
 const THROTTLE_SLACK: u64 = 4 << 20;
 
 /// Whether a cgroup using `current` is held at its `memory.high`: within
-/// `max(high/32, THROTTLE_SLACK)` of it. Its usage is then flat because the kernel holds it,
-/// not because it is idle.
+/// `max(high/32, THROTTLE_SLACK)` of it, plus the `guard` memory.high is kept above the target
+/// while memory.reclaim moves usage (`Amount::Bytes(0)` without it). Its usage is then where
+/// the daemon or the kernel holds it, not where the workload would take it.
 #[must_use]
-pub fn held(current: u64, high: Limit) -> bool {
+pub fn held(current: u64, high: Limit, guard: Amount) -> bool {
     let Limit::Bytes(high) = high else {
         return false;
     };
-    current.saturating_add((high / 32).max(THROTTLE_SLACK)) >= high
+    current
+        .saturating_add((high / 32).max(THROTTLE_SLACK))
+        .saturating_add(guard.of(high))
+        >= high
+}
+
+/// The guard in force for a row: [`Law::guard`] where memory.reclaim moves usage, none where
+/// memory.high alone is the brake.
+fn guard_of(law: &Law<'_>, reclaim_supported: bool) -> Amount {
+    if law.reclaim && reclaim_supported {
+        law.guard
+    } else {
+        Amount::Bytes(0)
+    }
 }
 
 /// `a` is a higher limit than `b` (`max` above every size).
@@ -199,8 +226,8 @@ pub fn limit_above(a: Limit, b: Limit) -> bool {
 /// wants. Such a cgroup is given a demand of the whole pool (capped by its original limit), so
 /// that memory freed elsewhere flows back to it by weight, and pressure is not declared over
 /// merely because the throttle works. `None` when it is not held.
-fn hidden_demand(s: &CgroupSample, capacity: u64, original: Limit) -> Option<u64> {
-    if !held(s.current, s.high) {
+fn hidden_demand(s: &CgroupSample, capacity: u64, original: Limit, guard: Amount) -> Option<u64> {
+    if !held(s.current, s.high, guard) {
         return None;
     }
     let cap = original.bytes().unwrap_or(u64::MAX);
@@ -395,12 +422,14 @@ mod tests {
             step_pct in 1u64..=100,
             band in prop::option::of(0u64..256),
             cut in 0u64..512,
+            guard_pct in 0u64..=25,
         ) {
             let law = Law {
                 capacity: &capacity,
                 min_floor: 16 * MIB,
                 max_step: Amount::Percent(step_pct as f64),
                 reclaim: true,
+                guard: Amount::Percent(guard_pct as f64),
             };
             let names = names(&cgs);
             let rows = rows(&cgs, &names);
@@ -437,9 +466,17 @@ mod tests {
                     prop_assert!(l.bytes().unwrap_or(u64::MAX) >= orig_low, "low below the original");
                 }
                 if let Some(r) = w.reclaim {
-                    prop_assert!(r <= law.max_step.of(c.sample.current).max(decide::PAGE));
-                    let high = w.high.unwrap_or(c.sample.high).bytes().unwrap_or(u64::MAX);
-                    prop_assert!(c.sample.current - r >= high, "reclaim {} below {}", r, high);
+                    // Only toward a target the policy set, never below it or the floor, and
+                    // by at most the larger of max_step and half the distance.
+                    let Some(ceiling) = d.ceiling else {
+                        return Err(TestCaseError::fail(format!("reclaim {r} without a ceiling")));
+                    };
+                    let after = c.sample.current - r;
+                    prop_assert!(after >= ceiling.max(d.floor), "reclaim {} past the target", r);
+                    let base = c.sample.high.bytes().unwrap_or(u64::MAX).min(c.sample.current);
+                    let step = law.max_step.of(c.sample.current).max(decide::PAGE)
+                        .max(base.saturating_sub(ceiling.max(d.floor)) / 2);
+                    prop_assert!(base.saturating_sub(after) <= step, "reclaim {} beyond the step", r);
                 }
             }
         }
@@ -447,8 +484,7 @@ mod tests {
         /// Restore-ready: with room for everyone (a fixed pool above every usage and no
         /// configured max) the law puts memory.high back to the original, or — for a cgroup
         /// held at its limit, whose hidden demand is the whole pool — raises it first (it is
-        /// back at the original once no longer held); it reclaims only down to an original
-        /// below usage.
+        /// back at the original once no longer held); it never reclaims.
         #[test]
         fn step_without_pressure_goes_back_to_the_originals(
             cgs in prop::collection::vec(cgroup(), 1..8),
@@ -459,7 +495,13 @@ mod tests {
                 fixed: Some(Amount::Bytes(1 << 50)),
                 ..CapacityConfig::default()
             };
-            let law = Law { capacity: &capacity, min_floor: 16 * MIB, max_step: Amount::Percent(10.0), reclaim: true };
+            let law = Law {
+                capacity: &capacity,
+                min_floor: 16 * MIB,
+                max_step: Amount::Percent(10.0),
+                reclaim: true,
+                guard: Amount::Percent(8.0),
+            };
             let cgs: Vec<Cg> = cgs
                 .into_iter()
                 .map(|c| Cg { settings: Settings { max: None, ..c.settings }, provisional: false, ..c })
@@ -474,11 +516,7 @@ mod tests {
                         || h.bytes().unwrap_or(u64::MAX) >= now),
                     "{:?} -> {:?}", c.sample.high, d.writes.high
                 );
-                if let Some(r) = d.writes.reclaim {
-                    // Only ever down to the memory.high in force (an original below usage).
-                    let high = d.writes.high.unwrap_or(c.sample.high).bytes().unwrap_or(u64::MAX);
-                    prop_assert!(c.sample.current - r >= high, "reclaim {} below {}", r, high);
-                }
+                prop_assert!(d.writes.reclaim.is_none(), "reclaim without a shortage: {:?}", d.writes);
             }
         }
     }

@@ -73,9 +73,10 @@ fn high_bytes(c: &FakeCgroup) -> u64 {
 #[tokio::test]
 async fn pressure_writes_weighted_targets_and_entitlements() {
     let tree = seed_tree();
+    // guard = "0%": memory.high at the target (the law where memory.reclaim is missing).
     let mut ctl = controller(
         &tree,
-        "max_step = \"100%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"4500M\"",
+        "max_step = \"100%\"\nguard = \"0%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"4500M\"",
     );
     let report = ctl.tick().await.expect("tick").clone();
     assert!(report.pool.pressure);
@@ -115,7 +116,7 @@ async fn high_drops_by_half_the_gap_or_max_step_per_tick() {
     let tree = seed_tree();
     let mut ctl = controller(
         &tree,
-        "max_step = \"10%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"",
+        "max_step = \"10%\"\nguard = \"0%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"",
     );
     // c1's level is 500 MiB: half of the 1500 MiB gap (more than 10 % of usage).
     ctl.tick().await.expect("tick");
@@ -138,6 +139,65 @@ async fn high_drops_by_half_the_gap_or_max_step_per_tick() {
             high_bytes(tree.cg(0))
         );
     }
+}
+
+/// Reclaim before throttling (issue 11): with the default guard, memory.high comes down a guard
+/// (8 % of the target) above where usage goes, memory.reclaim takes usage the rest of the way,
+/// and at the target the cgroup's regrowth into the guard is reclaimed each tick while
+/// memory.high stays put.
+#[tokio::test]
+async fn reclaim_moves_usage_and_high_stays_a_guard_above_the_target() {
+    let tree = seed_tree();
+    let mut ctl = controller(
+        &tree,
+        "max_step = \"10%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"",
+    );
+    let guard = 40 * MIB; // 8 % of c1's 500 MiB level
+    ctl.tick().await.expect("tick");
+    assert_eq!(
+        high_bytes(tree.cg(0)),
+        1250 * MIB + guard,
+        "half the gap, plus the guard"
+    );
+    assert_eq!(
+        tree.cg(0).take_reclaim(),
+        None,
+        "the memory.high write reclaims to it"
+    );
+    // The kernel would pull usage down to memory.high and memory.reclaim further; the fake
+    // does it by hand.
+    let mut usage = high_bytes(tree.cg(0));
+    let mut ticks = 1;
+    loop {
+        tree.cg(0).set_current(usage);
+        ctl.tick().await.expect("tick");
+        ticks += 1;
+        usage = usage.min(high_bytes(tree.cg(0))) - tree.cg(0).take_reclaim().unwrap_or(0);
+        if high_bytes(tree.cg(0)) == 500 * MIB + guard {
+            break;
+        }
+        assert!(
+            ticks <= 6,
+            "still at {} after {ticks} ticks",
+            high_bytes(tree.cg(0))
+        );
+    }
+    assert_eq!(
+        usage,
+        500 * MIB,
+        "down to the target, not just to memory.high"
+    );
+    // At the target: the workload refaults into the guard; memory.reclaim takes it back and
+    // memory.high is not rewritten.
+    tree.cg(0).set_current(500 * MIB + guard);
+    let before = high_bytes(tree.cg(0));
+    ctl.tick().await.expect("tick");
+    assert_eq!(high_bytes(tree.cg(0)), before);
+    assert_eq!(tree.cg(0).take_reclaim(), Some(guard));
+    // Within the slack of the target nothing is asked.
+    tree.cg(0).set_current(500 * MIB + MIB);
+    ctl.tick().await.expect("tick");
+    assert_eq!(tree.cg(0).take_reclaim(), None);
 }
 
 #[tokio::test]
