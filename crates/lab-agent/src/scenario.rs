@@ -182,7 +182,7 @@ fn default_cpus() -> u32 {
     2
 }
 fn default_weight() -> u32 {
-    100
+    memweight_policy::DEFAULT_WEIGHT
 }
 
 /// Which guest a scenario boots.
@@ -618,8 +618,8 @@ impl Scenario {
             if !seen.insert(c.name.as_str()) {
                 return bad(format!("cgroup {:?} is listed twice", c.name));
             }
-            if c.weight == 0 {
-                return bad(format!("cgroup {:?}: weight must be at least 1", c.name));
+            if let Err(e) = memweight_policy::check_weight(u64::from(c.weight)) {
+                return bad(format!("cgroup {:?}: weight {e}", c.name));
             }
             if c.workload.is_some() && c.command.is_some() {
                 return bad(format!(

@@ -8,13 +8,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use globset::{Glob, GlobMatcher};
+use memweight_policy::{DEFAULT_WEIGHT, check_weight};
 use memweight_proto::size::Size;
 use serde::{Deserialize, Deserializer};
-
-/// Weight given to a cgroup whose rule names none.
-pub const DEFAULT_WEIGHT: u32 = 100;
-/// Largest weight accepted.
-pub const MAX_WEIGHT: u32 = 10_000;
 
 /// Errors found while loading or validating a configuration file.
 #[derive(Debug, thiserror::Error)]
@@ -388,7 +384,7 @@ pub struct CgroupRule {
     pub path: Option<String>,
     /// Glob over paths relative to the root (`*` does not cross `/`).
     pub glob: Option<String>,
-    /// Weight, `1..=10000`.
+    /// Weight, [`memweight_policy::MIN_WEIGHT`]`..=`[`memweight_policy::MAX_WEIGHT`].
     #[serde(default = "default_weight")]
     pub weight: u32,
     /// Floor: memory.high never goes below this.
@@ -697,12 +693,8 @@ impl Config {
         let mut depth = 0;
         for (i, rule) in self.cgroup.iter().enumerate() {
             let field = |k: &str| format!("cgroup[{i}].{k}");
-            if !(1..=MAX_WEIGHT).contains(&rule.weight) {
-                return Err(invalid(
-                    field("weight"),
-                    format!("must be 1..={MAX_WEIGHT}, got {}", rule.weight),
-                ));
-            }
+            check_weight(u64::from(rule.weight))
+                .map_err(|e| invalid(field("weight"), e.to_string()))?;
             let settings = Settings {
                 weight: rule.weight,
                 min: rule.min.map_or(0, Size::bytes),

@@ -582,7 +582,7 @@ pub fn handle(ctl: &mut Controller, command: Command, config_path: &Path) -> Out
             min,
             max,
         } => target(ctl, &cgroup, &root).and_then(|path| {
-            ctl::check_weight(weight)?;
+            memweight_policy::check_weight(u64::from(weight))?;
             require_rule(ctl, &path)?;
             if !ctl.is_managed(&path) {
                 return Err(unknown(&path, &root));
@@ -767,7 +767,7 @@ fn setting(ctl: &Controller, path: &str) -> Setting {
     let resolved = ctl.resolve(path);
     let configured = resolved.as_ref().map_or(
         Values {
-            weight: crate::config::DEFAULT_WEIGHT,
+            weight: memweight_policy::DEFAULT_WEIGHT,
             min: None,
             max: None,
         },

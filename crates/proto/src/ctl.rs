@@ -8,7 +8,8 @@
 //! Everything here is pure: [`parse_request`] and [`parse_response`] take a line and return
 //! typed values or a one-line error, so the daemon's request handling and the client's output
 //! are tested without a socket. Cgroup paths are checked by [`normalize_cgroup`] (no `..`, no
-//! empty components, nothing outside the cgroup root) and weights by [`check_weight`].
+//! empty components, nothing outside the cgroup root) and weights by
+//! [`memweight_policy::check_weight`].
 //!
 //! ```text
 //! → {"version":1,"command":{"op":"set","cgroup":"lab/c1","weight":300}}
@@ -16,17 +17,13 @@
 //! ← {"version":1,"result":{"error":{"kind":"not-managed","message":"..."}}}
 //! ```
 
-use memweight_policy::human;
+use memweight_policy::{WeightError, check_weight, human};
 use serde::{Deserialize, Serialize};
 
 /// Version of the request and response layout; bumped on any incompatible change.
 pub const PROTOCOL_VERSION: u32 = 1;
 /// Where the daemon listens unless configured otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/memweight/memweightd.sock";
-/// Smallest weight accepted.
-pub const MIN_WEIGHT: u32 = 1;
-/// Largest weight accepted.
-pub const MAX_WEIGHT: u32 = 10_000;
 /// Longest request line the daemon reads; anything longer is refused.
 pub const MAX_LINE: usize = 64 * 1024;
 
@@ -118,7 +115,7 @@ impl Command {
             weight, min, max, ..
         } = self
         {
-            check_weight(*weight)?;
+            check_weight(u64::from(*weight))?;
             if let (Some(lo), Some(hi)) = (min, max)
                 && hi < lo
             {
@@ -583,15 +580,10 @@ impl ErrorReply {
     }
 }
 
-/// Checks that `weight` is in `1..=10000`.
-pub fn check_weight(weight: u32) -> Result<(), ErrorReply> {
-    if (MIN_WEIGHT..=MAX_WEIGHT).contains(&weight) {
-        Ok(())
-    } else {
-        Err(ErrorReply::new(
-            ErrorKind::BadRequest,
-            format!("weight {weight} is out of range; use {MIN_WEIGHT}..={MAX_WEIGHT}"),
-        ))
+/// A bad weight in a request: `weight must be a whole number 1..=10000, got 0`.
+impl From<WeightError> for ErrorReply {
+    fn from(e: WeightError) -> Self {
+        ErrorReply::new(ErrorKind::BadRequest, format!("weight {e}"))
     }
 }
 
@@ -815,7 +807,7 @@ mod tests {
             ),
             (
                 "{\"version\":1,\"command\":{\"op\":\"set\",\"cgroup\":\"a\",\"weight\":0}}",
-                "weight 0 is out of range",
+                "weight must be a whole number 1..=10000, got 0",
             ),
             (
                 "{\"version\":1,\"command\":{\"op\":\"set\",\"cgroup\":\"a\",\"weight\":10001}}",
@@ -853,10 +845,10 @@ mod tests {
 
     #[test]
     fn weights_at_the_edges() {
-        assert!(check_weight(1).is_ok());
-        assert!(check_weight(10_000).is_ok());
-        assert!(check_weight(0).is_err());
-        assert!(check_weight(10_001).is_err());
+        assert!(set(1).validate().is_ok());
+        assert!(set(10_000).validate().is_ok());
+        assert!(set(0).validate().is_err());
+        assert!(set(10_001).validate().is_err());
     }
 
     #[test]
