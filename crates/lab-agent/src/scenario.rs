@@ -604,10 +604,9 @@ impl Scenario {
         }
         let mut seen = std::collections::BTreeSet::new();
         for c in &self.cgroups {
-            if c.name.is_empty()
+            // A cgroup path (the shared rule) of one component, written as is.
+            if memweight_proto::cgroup_path::check(&c.name).is_err()
                 || c.name.contains('/')
-                || c.name == "."
-                || c.name == ".."
                 || c.name.chars().any(char::is_whitespace)
             {
                 return bad(format!(

@@ -212,11 +212,7 @@ fn exit_codes_for_each_failure() {
             2,
             "got \"heavy\"",
         ),
-        (
-            vec!["set", "lab/c1", "-5", "--socket", m],
-            2,
-            "got \"-5\"",
-        ),
+        (vec!["set", "lab/c1", "-5", "--socket", m], 2, "got \"-5\""),
         (vec!["set", "../etc", "5", "--socket", m], 2, "`..`"),
         (
             vec!["set", "lab/c1", "5", "--min", "-1G", "--socket", m],

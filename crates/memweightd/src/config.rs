@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use globset::{Glob, GlobMatcher};
 use memweight_policy::{DEFAULT_WEIGHT, check_weight};
+use memweight_proto::cgroup_path;
 use memweight_proto::size::Size;
 use serde::{Deserialize, Deserializer};
 
@@ -710,7 +711,8 @@ impl Config {
             }
             match (&rule.path, &rule.glob) {
                 (Some(p), None) => {
-                    let p = normalize(p).map_err(|m| invalid(field("path"), m))?;
+                    let p = cgroup_path::normalize(p)
+                        .map_err(|e| invalid(field("path"), e.to_string()))?;
                     if exact.iter().any(|(q, _)| *q == p) {
                         return Err(invalid(field("path"), format!("{p:?} is listed twice")));
                     }
@@ -727,7 +729,8 @@ impl Config {
                     exact.push((p, settings));
                 }
                 (None, Some(g)) => {
-                    let g = normalize(g).map_err(|m| invalid(field("glob"), m))?;
+                    let g = cgroup_path::normalize(g)
+                        .map_err(|e| invalid(field("glob"), e.to_string()))?;
                     let matcher = globset::GlobBuilder::new(&g)
                         .literal_separator(true)
                         .build()
@@ -754,22 +757,6 @@ impl Config {
             depth,
         })
     }
-}
-
-/// Trims slashes and rejects paths that would leave the root.
-fn normalize(p: &str) -> Result<String, String> {
-    let t = p.trim().trim_matches('/');
-    if t.is_empty() {
-        return Err("must name a cgroup below the root, not the root itself".into());
-    }
-    if t.split('/')
-        .any(|c| c.is_empty() || c == "." || c == ".." || c.contains('\0'))
-    {
-        return Err(format!(
-            "{p:?} must be a plain relative path without `.`, `..` or `//`"
-        ));
-    }
-    Ok(t.to_owned())
 }
 
 /// `true` when `child` lies strictly below `parent`.
@@ -851,6 +838,9 @@ mod tests {
                 "cgroup[0].weight",
             ),
             ("[[cgroup]]\npath = \"../etc\"", "cgroup[0].path"),
+            // The control protocol always refused a newline; a rule now does too.
+            ("[[cgroup]]\npath = \"lab/a\\nb\"", "cgroup[0].path"),
+            ("[[cgroup]]\nglob = \"lab/*\\nx\"", "cgroup[0].glob"),
             ("[[cgroup]]\nweight = 3", "cgroup[0]"),
             ("[[cgroup]]\npath = \"a\"\nglob = \"b\"", "cgroup[0]"),
             (

@@ -7,8 +7,9 @@
 //!
 //! Everything here is pure: [`parse_request`] and [`parse_response`] take a line and return
 //! typed values or a one-line error, so the daemon's request handling and the client's output
-//! are tested without a socket. Cgroup paths are checked by [`normalize_cgroup`] (no `..`, no
-//! empty components, nothing outside the cgroup root) and weights by
+//! are tested without a socket. Cgroup paths are checked by [`normalize_cgroup`] (the rule of
+//! [`crate::cgroup_path`]: no `..`, no empty components, nothing outside the cgroup root) and
+//! weights by
 //! [`memweight_policy::check_weight`].
 //!
 //! ```text
@@ -19,6 +20,8 @@
 
 use memweight_policy::{WeightError, check_weight, human};
 use serde::{Deserialize, Serialize};
+
+use crate::cgroup_path::{self, PathError};
 
 /// Version of the request and response layout; bumped on any incompatible change.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -109,7 +112,9 @@ impl Command {
     /// the ceiling, and the shape of the cgroup path.
     pub fn validate(&self) -> Result<(), ErrorReply> {
         if let Some(c) = self.cgroup() {
-            check_relative_shape(c)?;
+            // Without the root, an absolute path is only checked for its shape; the daemon
+            // decides whether it lies below its root ([`normalize_cgroup`]).
+            cgroup_path::normalize(c)?;
         }
         if let Command::Set {
             weight, min, max, ..
@@ -587,73 +592,19 @@ impl From<WeightError> for ErrorReply {
     }
 }
 
-/// Checks the shape of a cgroup path without knowing the root: no `.`/`..`/empty components,
-/// no NUL, not empty. Absolute paths pass here; the daemon decides whether they are inside
-/// its root ([`normalize_cgroup`]).
-fn check_relative_shape(cgroup: &str) -> Result<(), ErrorReply> {
-    let t = cgroup.trim().trim_matches('/');
-    if t.is_empty() {
-        return Err(bad_path(
-            cgroup,
-            "names the cgroup root itself; name a cgroup below it, e.g. system.slice/foo.service",
-        ));
-    }
-    if t.split('/').any(|c| c == "..") {
-        return Err(bad_path(
-            cgroup,
-            "contains `..`; cgroup paths must stay inside the cgroup root",
-        ));
-    }
-    if t.split('/').any(|c| c.is_empty() || c == ".") {
-        return Err(bad_path(
-            cgroup,
-            "has an empty or `.` component; write it like lab/c1",
-        ));
-    }
-    if t.contains('\0') || t.contains('\n') {
-        return Err(bad_path(cgroup, "contains a NUL or newline character"));
-    }
-    Ok(())
-}
-
-fn bad_path(cgroup: &str, why: &str) -> ErrorReply {
-    ErrorReply::new(
-        ErrorKind::BadRequest,
-        format!("cgroup path {cgroup:?} {why}"),
-    )
-}
-
 /// Turns a user-given cgroup path into the daemon's form: relative to `root`, no leading or
 /// trailing slash. An absolute path is accepted only when it lies below `root` (e.g.
-/// `/sys/fs/cgroup/lab/c1` with root `/sys/fs/cgroup`).
+/// `/sys/fs/cgroup/lab/c1` with root `/sys/fs/cgroup`). The rule is
+/// [`cgroup_path::normalize_under`]; this gives its error as a reply.
 pub fn normalize_cgroup(cgroup: &str, root: &str) -> Result<String, ErrorReply> {
-    let trimmed = cgroup.trim();
-    let relative = if trimmed.starts_with('/') {
-        let root = root.trim_end_matches('/');
-        match trimmed.strip_prefix(root) {
-            Some(rest) if rest.starts_with('/') || (root.is_empty() && !rest.is_empty()) => rest,
-            _ => {
-                return Err(bad_path(
-                    cgroup,
-                    &format!(
-                        "is outside the cgroup root {root}; give a path relative to it, \
-                         e.g. lab/c1"
-                    ),
-                ));
-            }
-        }
-    } else {
-        trimmed
-    };
-    check_relative_shape(relative).map_err(|e| {
-        // Report the user's spelling, not the stripped one.
-        ErrorReply::new(
-            e.kind,
-            e.message
-                .replace(&format!("{relative:?}"), &format!("{cgroup:?}")),
-        )
-    })?;
-    Ok(relative.trim_matches('/').to_owned())
+    cgroup_path::normalize_under(cgroup, root).map_err(ErrorReply::from)
+}
+
+/// A refused cgroup path in a request.
+impl From<PathError> for ErrorReply {
+    fn from(e: PathError) -> Self {
+        ErrorReply::new(ErrorKind::BadRequest, e.to_string())
+    }
 }
 
 /// Reads the `version` field first so that a request from another protocol version gets a
