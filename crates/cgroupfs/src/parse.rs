@@ -122,6 +122,15 @@ impl fmt::Display for Limit {
     }
 }
 
+/// The kernel's text, as [`limit`] reads it: `max` or a decimal byte count.
+impl std::str::FromStr for Limit {
+    type Err = ParseError;
+
+    fn from_str(text: &str) -> Result<Self, ParseError> {
+        limit(text)
+    }
+}
+
 /// Parses one decimal token: ASCII digits only (no sign, no spaces), fits in `u64`.
 fn number(token: &str) -> Result<u64, ParseError> {
     if token.is_empty() || !token.bytes().all(|b| b.is_ascii_digit()) {
@@ -637,6 +646,7 @@ Node 0, zone   Normal
     fn limit_display_round_trips() {
         for value in [Limit::Max, Limit::Bytes(0), Limit::Bytes(123_456_789)] {
             assert_eq!(limit(&value.to_string()), Ok(value));
+            assert_eq!(value.to_string().parse::<Limit>(), Ok(value));
         }
         assert_eq!(Limit::Max.to_string(), "max");
         assert!(Limit::Max > Limit::Bytes(u64::MAX));

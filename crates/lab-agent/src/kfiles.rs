@@ -2,9 +2,7 @@
 //! (`memweight_cgroupfs::parse`, one parser per kernel file format): `&str` in, `None` on
 //! anything malformed (a sample then shows the field as missing rather than crashing the run).
 
-use memweight_cgroupfs::parse;
-
-use crate::scenario::Limit;
+use memweight_cgroupfs::{Limit, parse};
 
 /// A single-number file such as `memory.current`.
 pub fn single_u64(text: &str) -> Option<u64> {
@@ -13,10 +11,7 @@ pub fn single_u64(text: &str) -> Option<u64> {
 
 /// A limit file such as `memory.high`: a number or `max`.
 pub fn limit(text: &str) -> Option<Limit> {
-    parse::limit(text).ok().map(|l| match l {
-        memweight_cgroupfs::Limit::Max => Limit::Max,
-        memweight_cgroupfs::Limit::Bytes(b) => Limit::Bytes(b),
-    })
+    parse::limit(text).ok()
 }
 
 /// `avg10` of the `some` and `full` lines of a PSI file (`memory.pressure`,

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::scenario::Limit;
+use crate::scenario::{Limit, limit_text};
 
 /// One framed record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -68,6 +68,7 @@ pub struct CgroupSample {
     /// `memory.current`.
     pub current: Option<u64>,
     /// `memory.high`.
+    #[serde(default, with = "limit_text::option")]
     pub high: Option<Limit>,
     /// `memory.low`.
     pub low: Option<u64>,
@@ -224,5 +225,23 @@ mod tests {
         });
         let text = serde_json::to_string(&r).expect("serialises");
         assert_eq!(serde_json::from_str::<Record>(&text).expect("parses"), r);
+        // memory.high travels as the kernel's text; an absent one as null.
+        for (high, json) in [
+            (Some(Limit::Bytes(150 << 20)), "\"high\":\"157286400\""),
+            (Some(Limit::Max), "\"high\":\"max\""),
+            (None, "\"high\":null"),
+        ] {
+            let c = CgroupSample {
+                name: "c1".into(),
+                high,
+                ..CgroupSample::default()
+            };
+            let text = serde_json::to_string(&c).expect("serialises");
+            assert!(text.contains(json), "{text}");
+            assert_eq!(
+                serde_json::from_str::<CgroupSample>(&text).expect("parses"),
+                c
+            );
+        }
     }
 }

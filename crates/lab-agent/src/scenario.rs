@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
+pub use memweight_cgroupfs::Limit;
+pub use memweight_proto::Size;
 use serde::{Deserialize, Serialize};
 
 /// Where the agent creates the managed cgroups, relative to the cgroup2 mount.
@@ -26,107 +28,66 @@ pub enum ScenarioError {
     Invalid(String),
 }
 
-/// A byte size written as `"300M"` (binary units: K = 1024) or a plain integer of bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
-#[serde(try_from = "SizeRepr", into = "u64")]
-pub struct Size(pub u64);
+/// Serde for a [`Limit`] as scenarios and records write it: `"max"`, or a [`Size`] (`"900M"`,
+/// `4096`); written as the kernel's text (`"max"`, `"943718400"`). Use with
+/// `#[serde(with = "limit_text")]`, or `limit_text::option` for an `Option<Limit>`.
+pub mod limit_text {
+    use serde::{Deserialize, Deserializer, Serializer};
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum SizeRepr {
-    Int(u64),
-    Text(String),
-}
+    use super::{Limit, Size};
 
-impl TryFrom<SizeRepr> for Size {
-    type Error = String;
-    fn try_from(value: SizeRepr) -> Result<Self, Self::Error> {
-        match value {
-            SizeRepr::Int(n) => Ok(Size(n)),
-            SizeRepr::Text(s) => s.parse(),
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    pub(super) enum Repr {
+        Int(u64),
+        Text(String),
+    }
+
+    impl TryFrom<Repr> for Limit {
+        type Error = String;
+        fn try_from(value: Repr) -> Result<Self, Self::Error> {
+            match value {
+                Repr::Int(n) => Ok(Limit::Bytes(n)),
+                Repr::Text(s) if s.trim() == "max" => Ok(Limit::Max),
+                Repr::Text(s) => s
+                    .parse::<Size>()
+                    .map(|b| Limit::Bytes(b.0))
+                    .map_err(|e| format!("expected \"max\" or a size: {e}")),
+            }
         }
     }
-}
 
-impl From<Size> for u64 {
-    fn from(value: Size) -> Self {
-        value.0
+    /// Writes `"max"` or the byte count as a string.
+    pub fn serialize<S: Serializer>(limit: &Limit, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(limit)
     }
-}
 
-impl FromStr for Size {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        parse_size::Config::new()
-            .with_binary()
-            .parse_size(s.trim())
-            .map(Size)
-            .map_err(|e| format!("{s:?} is not a size like \"300M\" or \"1G\": {e}"))
+    /// Reads `"max"`, a size string or an integer.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Limit, D::Error> {
+        Limit::try_from(Repr::deserialize(d)?).map_err(serde::de::Error::custom)
     }
-}
 
-impl fmt::Display for Size {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const MIB: u64 = 1 << 20;
-        if self.0 >= MIB && self.0.is_multiple_of(MIB) {
-            write!(f, "{}M", self.0 / MIB)
-        } else {
-            write!(f, "{}", self.0)
+    /// The same for an optional limit (`null` or absent: `None`).
+    pub mod option {
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        use super::{Limit, Repr};
+
+        /// `null`, or as [`super::serialize`].
+        pub fn serialize<S: Serializer>(limit: &Option<Limit>, s: S) -> Result<S::Ok, S::Error> {
+            match limit {
+                Some(l) => s.serialize_some(&l.to_string()),
+                None => s.serialize_none(),
+            }
         }
-    }
-}
 
-/// A cgroup limit file value: `max` or a byte count (`memory.high`, `memory.max`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "SizeOrMax", into = "String")]
-pub enum Limit {
-    /// No limit (`max`).
-    Max,
-    /// A limit in bytes.
-    Bytes(u64),
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum SizeOrMax {
-    Int(u64),
-    Text(String),
-}
-
-impl TryFrom<SizeOrMax> for Limit {
-    type Error = String;
-    fn try_from(value: SizeOrMax) -> Result<Self, Self::Error> {
-        match value {
-            SizeOrMax::Int(n) => Ok(Limit::Bytes(n)),
-            SizeOrMax::Text(s) => s.parse(),
+        /// `null`, or as [`super::deserialize`].
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Limit>, D::Error> {
+            Option::<Repr>::deserialize(d)?
+                .map(Limit::try_from)
+                .transpose()
+                .map_err(serde::de::Error::custom)
         }
-    }
-}
-
-impl FromStr for Limit {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let s = s.trim();
-        if s == "max" {
-            Ok(Limit::Max)
-        } else {
-            s.parse::<Size>().map(|b| Limit::Bytes(b.0))
-        }
-    }
-}
-
-impl fmt::Display for Limit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Limit::Max => f.write_str("max"),
-            Limit::Bytes(b) => write!(f, "{b}"),
-        }
-    }
-}
-
-impl From<Limit> for String {
-    fn from(value: Limit) -> Self {
-        value.to_string()
     }
 }
 
@@ -182,7 +143,7 @@ fn default_cpus() -> u32 {
     2
 }
 fn default_weight() -> u32 {
-    100
+    memweight_policy::DEFAULT_WEIGHT
 }
 
 /// Which guest a scenario boots.
@@ -258,7 +219,7 @@ pub struct Scenario {
     /// `memory.low` of the parent `lab` cgroup. A child's protection is capped by its
     /// parent's, so without this the children's `memory.low` protects nothing. Default: the
     /// sum of `static_low` when that is set, else left at 0.
-    #[serde(default)]
+    #[serde(default, with = "limit_text::option")]
     pub lab_low: Option<Limit>,
     /// Timed commands.
     #[serde(default, rename = "command")]
@@ -296,7 +257,7 @@ pub struct CgroupSpec {
     #[serde(default)]
     pub start: u64,
     /// `memory.high` written before anything starts (to test restore on SIGTERM).
-    #[serde(default)]
+    #[serde(default, with = "limit_text::option")]
     pub initial_high: Option<Limit>,
     /// `memory.low` written before anything starts.
     #[serde(default)]
@@ -428,6 +389,7 @@ pub enum Check {
         /// Cgroup name, or `*`.
         cgroup: String,
         /// Expected value.
+        #[serde(with = "limit_text")]
         value: Limit,
         /// Window start (seconds).
         #[serde(default)]
@@ -604,10 +566,9 @@ impl Scenario {
         }
         let mut seen = std::collections::BTreeSet::new();
         for c in &self.cgroups {
-            if c.name.is_empty()
+            // A cgroup path (the shared rule) of one component, written as is.
+            if memweight_proto::cgroup_path::check(&c.name).is_err()
                 || c.name.contains('/')
-                || c.name == "."
-                || c.name == ".."
                 || c.name.chars().any(char::is_whitespace)
             {
                 return bad(format!(
@@ -618,8 +579,8 @@ impl Scenario {
             if !seen.insert(c.name.as_str()) {
                 return bad(format!("cgroup {:?} is listed twice", c.name));
             }
-            if c.weight == 0 {
-                return bad(format!("cgroup {:?}: weight must be at least 1", c.name));
+            if let Err(e) = memweight_policy::check_weight(u64::from(c.weight)) {
+                return bad(format!("cgroup {:?}: weight {e}", c.name));
             }
             if c.workload.is_some() && c.command.is_some() {
                 return bad(format!(
@@ -808,5 +769,20 @@ value = "max"
         assert_eq!("max".parse::<Limit>(), Ok(Limit::Max));
         assert_eq!("4096".parse::<Limit>(), Ok(Limit::Bytes(4096)));
         assert_eq!(Size(300 << 20).to_string(), "300M");
+        // Scenario limits take sizes with units, as the daemon's config does.
+        let with_limits = "duration = 5\nlab_low = \"300M\"\n\
+            [[cgroup]]\nname = \"c1\"\ninitial_high = \"max\"\n\
+            [[check]]\ncheck = \"high-stays\"\ncgroup = \"c1\"\nvalue = 4096\n";
+        let s = Scenario::parse(with_limits).expect("valid");
+        assert_eq!(s.lab_low, Some(Limit::Bytes(300 << 20)));
+        assert_eq!(s.cgroups[0].initial_high, Some(Limit::Max));
+        assert!(matches!(
+            s.checks[0],
+            Check::HighStays {
+                value: Limit::Bytes(4096),
+                ..
+            }
+        ));
+        assert!(Scenario::parse("duration = 5\nlab_low = \"lots\"\n").is_err());
     }
 }

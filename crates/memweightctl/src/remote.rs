@@ -83,18 +83,7 @@ pub(crate) enum Remote {
 }
 
 fn parse_weight(text: &str) -> Result<u32, Failure> {
-    let w: u32 = text.trim().parse().map_err(|_| {
-        Failure::bad_input(
-            "weight",
-            format_args!(
-                "{text:?} is not a whole number; use {}..={}",
-                ctl::MIN_WEIGHT,
-                ctl::MAX_WEIGHT
-            ),
-        )
-    })?;
-    ctl::check_weight(w).map_err(|e| client::failure(&e))?;
-    Ok(w)
+    memweight_policy::parse_weight(text).map_err(|e| Failure::bad_input("weight", e))
 }
 
 fn parse_size(flag: &str, text: Option<&String>) -> Result<Option<u64>, Failure> {
@@ -589,9 +578,9 @@ mod tests {
     #[test]
     fn bad_weights_and_sizes_are_one_line() {
         for (w, want) in [
-            ("0", "out of range"),
-            ("10001", "1..=10000"),
-            ("abc", "not a whole number"),
+            ("0", "weight: must be a whole number 1..=10000, got 0"),
+            ("10001", "1..=10000, got 10001"),
+            ("abc", "1..=10000, got \"abc\""),
         ] {
             let f = parse_weight(w).expect_err(w);
             assert_eq!(f.code, exit::BAD_INPUT);

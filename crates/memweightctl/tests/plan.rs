@@ -147,7 +147,7 @@ fn bad_input_is_one_line_naming_the_field_with_exit_code_2() {
     let cases = [
         (
             r#"{"capacity": 10, "cgroups": [{"name": "a", "usage": 1, "weight": 0}]}"#,
-            "cgroups[0].weight: must be 1..=10000, got 0",
+            "cgroups[0].weight: must be a whole number 1..=10000, got 0",
         ),
         (
             r#"{"capacity": 10, "cgroups": [{"name": "a", "usage": 1}, {"name": "a", "usage": 2}]}"#,

@@ -197,7 +197,11 @@ fn exit_codes_for_each_failure() {
     let m = missing.to_str().expect("utf-8");
     let cases: Vec<(Vec<&str>, i32, &str)> = vec![
         (vec!["status", "--socket", m], 3, "not running"),
-        (vec!["set", "lab/c1", "0", "--socket", m], 2, "out of range"),
+        (
+            vec!["set", "lab/c1", "0", "--socket", m],
+            2,
+            "weight: must be a whole number 1..=10000, got 0",
+        ),
         (
             vec!["set", "lab/c1", "10001", "--socket", m],
             2,
@@ -206,13 +210,9 @@ fn exit_codes_for_each_failure() {
         (
             vec!["set", "lab/c1", "heavy", "--socket", m],
             2,
-            "not a whole number",
+            "got \"heavy\"",
         ),
-        (
-            vec!["set", "lab/c1", "-5", "--socket", m],
-            2,
-            "not a whole number",
-        ),
+        (vec!["set", "lab/c1", "-5", "--socket", m], 2, "got \"-5\""),
         (vec!["set", "../etc", "5", "--socket", m], 2, "`..`"),
         (
             vec!["set", "lab/c1", "5", "--min", "-1G", "--socket", m],

@@ -8,13 +8,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use globset::{Glob, GlobMatcher};
+use memweight_policy::{DEFAULT_WEIGHT, check_weight};
+use memweight_proto::cgroup_path;
 use memweight_proto::size::Size;
 use serde::{Deserialize, Deserializer};
-
-/// Weight given to a cgroup whose rule names none.
-pub const DEFAULT_WEIGHT: u32 = 100;
-/// Largest weight accepted.
-pub const MAX_WEIGHT: u32 = 10_000;
 
 /// Errors found while loading or validating a configuration file.
 #[derive(Debug, thiserror::Error)]
@@ -390,7 +387,7 @@ pub struct CgroupRule {
     pub path: Option<String>,
     /// Glob over paths relative to the root (`*` does not cross `/`).
     pub glob: Option<String>,
-    /// Weight, `1..=10000`.
+    /// Weight, [`memweight_policy::MIN_WEIGHT`]`..=`[`memweight_policy::MAX_WEIGHT`].
     #[serde(default = "default_weight")]
     pub weight: u32,
     /// Floor: memory.high never goes below this.
@@ -707,12 +704,8 @@ impl Config {
         let mut depth = 0;
         for (i, rule) in self.cgroup.iter().enumerate() {
             let field = |k: &str| format!("cgroup[{i}].{k}");
-            if !(1..=MAX_WEIGHT).contains(&rule.weight) {
-                return Err(invalid(
-                    field("weight"),
-                    format!("must be 1..={MAX_WEIGHT}, got {}", rule.weight),
-                ));
-            }
+            check_weight(u64::from(rule.weight))
+                .map_err(|e| invalid(field("weight"), e.to_string()))?;
             let settings = Settings {
                 weight: rule.weight,
                 min: rule.min.map_or(0, Size::bytes),
@@ -728,7 +721,8 @@ impl Config {
             }
             match (&rule.path, &rule.glob) {
                 (Some(p), None) => {
-                    let p = normalize(p).map_err(|m| invalid(field("path"), m))?;
+                    let p = cgroup_path::normalize(p)
+                        .map_err(|e| invalid(field("path"), e.to_string()))?;
                     if exact.iter().any(|(q, _)| *q == p) {
                         return Err(invalid(field("path"), format!("{p:?} is listed twice")));
                     }
@@ -745,7 +739,8 @@ impl Config {
                     exact.push((p, settings));
                 }
                 (None, Some(g)) => {
-                    let g = normalize(g).map_err(|m| invalid(field("glob"), m))?;
+                    let g = cgroup_path::normalize(g)
+                        .map_err(|e| invalid(field("glob"), e.to_string()))?;
                     let matcher = globset::GlobBuilder::new(&g)
                         .literal_separator(true)
                         .build()
@@ -772,22 +767,6 @@ impl Config {
             depth,
         })
     }
-}
-
-/// Trims slashes and rejects paths that would leave the root.
-fn normalize(p: &str) -> Result<String, String> {
-    let t = p.trim().trim_matches('/');
-    if t.is_empty() {
-        return Err("must name a cgroup below the root, not the root itself".into());
-    }
-    if t.split('/')
-        .any(|c| c.is_empty() || c == "." || c == ".." || c.contains('\0'))
-    {
-        return Err(format!(
-            "{p:?} must be a plain relative path without `.`, `..` or `//`"
-        ));
-    }
-    Ok(t.to_owned())
 }
 
 /// `true` when `child` lies strictly below `parent`.
@@ -869,6 +848,9 @@ mod tests {
                 "cgroup[0].weight",
             ),
             ("[[cgroup]]\npath = \"../etc\"", "cgroup[0].path"),
+            // The control protocol always refused a newline; a rule now does too.
+            ("[[cgroup]]\npath = \"lab/a\\nb\"", "cgroup[0].path"),
+            ("[[cgroup]]\nglob = \"lab/*\\nx\"", "cgroup[0].glob"),
             ("[[cgroup]]\nweight = 3", "cgroup[0]"),
             ("[[cgroup]]\npath = \"a\"\nglob = \"b\"", "cgroup[0]"),
             (

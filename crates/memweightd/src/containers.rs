@@ -36,7 +36,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
-use crate::config::{ContainersConfig, DEFAULT_ENGINE_SOCKETS, MAX_WEIGHT};
+use crate::config::{ContainersConfig, DEFAULT_ENGINE_SOCKETS};
 
 /// Failed refreshes in a row after which the last good list is dropped.
 pub const STALE_AFTER: u32 = 3;
@@ -155,12 +155,15 @@ pub fn parse_labels(
         });
     };
     if let Some(v) = labels.get(&format!("{prefix}weight")) {
-        match v.trim().parse::<u32>() {
-            Ok(w) if (1..=MAX_WEIGHT).contains(&w) => out.weight = Some(w),
-            _ => bad(
+        match memweight_policy::parse_weight(v) {
+            Ok(w) => out.weight = Some(w),
+            Err(_) => bad(
                 "weight",
                 v,
-                &format!("a whole number 1..={MAX_WEIGHT}, e.g. memweight.weight=200"),
+                &format!(
+                    "{}, e.g. memweight.weight=200",
+                    memweight_policy::accepted_weights()
+                ),
             ),
         }
     }

@@ -22,12 +22,15 @@
 //! * [`controller`]: the state owner: discovery, adoption, sampling, enforcement, restore.
 //! * [`state`]: originals and overrides that survive restarts (atomic JSON).
 //! * [`server`]: the control socket: requests in, typed commands to the loop, replies out.
+//! * [`commands`]: what the loop does with those commands (`set`, `get`, `explain`,
+//!   `reload`, ...) on the controller's state.
 //! * [`desk`]: between the two: answers `status` from the last published report, so it
 //!   never waits for a tick; forwards everything else to the loop.
 //! * [`metrics`]: the Prometheus endpoint, fed by snapshots the loop publishes.
 //! * [`resident`]: keeps the daemon's own memory locked in RAM.
 
 pub mod capacity;
+pub mod commands;
 pub mod config;
 pub mod containers;
 pub mod controller;

@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Parser;
+use memweightd::commands;
 use memweightd::config::Config;
 use memweightd::controller::Controller;
 use memweightd::metrics::{Metrics, Snapshot};
-use memweightd::server::{self, Call, Server};
+use memweightd::server::{Call, Server};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
@@ -268,12 +269,12 @@ async fn run(
             }
             Some(call) = calls.recv() => {
                 // A call whose client stopped waiting is dropped, not carried out late.
-                server::answer(&mut ctl, call, &config_path);
+                commands::answer(&mut ctl, call, &config_path);
                 retime(ctl.config().tick.0, &mut tick, &mut interval);
             }
             _ = hup.recv() => {
                 // A refused reload keeps the running configuration and logs why (WARN).
-                let _ = server::reload(&mut ctl, &config_path);
+                let _ = commands::reload(&mut ctl, &config_path);
                 retime(ctl.config().tick.0, &mut tick, &mut interval);
                 notify(&["READY=1"]);
             }

@@ -11,6 +11,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use memweight_proto::cgroup_path;
 use serde::{Deserialize, Serialize};
 
 /// File name inside the state directory.
@@ -111,11 +112,7 @@ pub fn parse(text: &str) -> Result<State, ParseError> {
         .chain(state.overrides.keys())
         .chain(state.ancestors.keys());
     for p in paths {
-        if !plain_relative(p) {
-            return Err(ParseError::Invalid(format!(
-                "cgroup path {p:?} is not a plain path below the cgroup root"
-            )));
-        }
+        cgroup_path::check(p).map_err(|e| ParseError::Invalid(e.to_string()))?;
     }
     let limits = state
         .originals
@@ -130,13 +127,6 @@ pub fn parse(text: &str) -> Result<State, ParseError> {
         }
     }
     Ok(state)
-}
-
-/// `a/b.scope`: no leading or trailing `/`, no empty, `.` or `..` component, no NUL.
-fn plain_relative(p: &str) -> bool {
-    !p.is_empty()
-        && p.split('/')
-            .all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains('\0'))
 }
 
 /// A limit as the kernel prints it: a byte count or `max`, kept as the kernel's text.
@@ -395,6 +385,37 @@ mod tests {
         )
         .expect("valid");
         assert_eq!(ok.originals["lab/c1"].low, "1048576");
+    }
+
+    /// The state file's path rule is the one cgroupfs joins by: nothing it records can be
+    /// refused at the write, and nothing cgroupfs would refuse gets recorded.
+    #[test]
+    fn state_paths_are_what_cgroupfs_joins() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let cgroups = memweight_cgroupfs::CgroupFs::new(root.path()).expect("root exists");
+        for p in [
+            "a",
+            "a/b.scope",
+            " a",
+            "a\nb",
+            "",
+            "/",
+            "/etc",
+            "a/",
+            "a//b",
+            "./a",
+            ".",
+            "..",
+            "a/..",
+            "../a",
+            "a\0b",
+        ] {
+            assert_eq!(
+                cgroup_path::check(p).is_ok(),
+                cgroups.resolve(p).is_ok(),
+                "{p:?}"
+            );
+        }
     }
 
     #[test]

@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use memweight_cgroupfs::testing::{FakeCgroup, FakeProc};
 use memweight_proto::ctl::{self, Command, ErrorKind, ErrorReply, Reply, Request, WeightSource};
+use memweightd::commands;
 use memweightd::config::Config;
 use memweightd::controller::{Controller, TickReport};
-use memweightd::server::{self, Call, Server};
+use memweightd::server::{Call, Server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
 use tokio::sync::mpsc;
@@ -474,8 +475,7 @@ fn spawn_loop(
                 _ = interval.tick() => { let _ = ctl.tick().await; }
                 call = calls.recv() => {
                     let Some(call) = call else { break };
-                    let out = server::handle(&mut ctl, call.command, Path::new("test.toml"));
-                    let _ = call.reply.send(out);
+                    commands::answer(&mut ctl, call, Path::new("test.toml"));
                 }
             }
         }
@@ -678,7 +678,7 @@ async fn set_by_name_of_a_container_no_rule_manages_says_to_add_a_glob() {
         !ctl.is_managed(&scope(WEB)),
         "no rule names podman's scopes"
     );
-    let out = server::handle(&mut ctl, set("web", 5), Path::new("test.toml"));
+    let out = commands::handle(&mut ctl, set("web", 5), Path::new("test.toml"));
     let ctl::Outcome::Error(e) = out else {
         panic!("refused: {out:?}");
     };

@@ -12,6 +12,7 @@ use memweight_cgroupfs::testing::{FakeCgroup, FakeProc};
 use memweight_proto::ctl::{
     self, Command, ErrorKind, ErrorReply, PROTOCOL_VERSION, Reply, Request, Setting,
 };
+use memweightd::commands;
 use memweightd::config::Config;
 use memweightd::controller::Controller;
 use memweightd::metrics::{Metrics, Snapshot};
@@ -106,8 +107,7 @@ fn spawn_loop(
                 }
                 call = calls.recv() => {
                     let Some(call) = call else { break };
-                    let out = server::handle(&mut ctl, call.command, &config);
-                    let _ = call.reply.send(out);
+                    commands::answer(&mut ctl, call, &config);
                 }
             }
         }
@@ -359,14 +359,14 @@ async fn reload_keeps_overrides_and_does_not_restore_managed_cgroups() {
         "max",
         "the daemon lowered c1's memory.high"
     );
-    let out = server::handle(&mut ctl, set("lab/c1", 7), &config);
+    let out = commands::handle(&mut ctl, set("lab/c1", 7), &config);
     assert!(matches!(out, ctl::Outcome::Ok(_)), "{out:?}");
 
     // New config: c2's weight changes, c3 is no longer named.
     tree.write_config(
         "[[cgroup]]\npath = \"lab/c1\"\nweight = 1\n[[cgroup]]\npath = \"lab/c2\"\nweight = 9\n",
     );
-    match server::handle(&mut ctl, Command::Reload, &config) {
+    match commands::handle(&mut ctl, Command::Reload, &config) {
         ctl::Outcome::Ok(Reply::Reloaded(r)) => {
             assert_eq!((r.rules, r.overrides_kept), (2, 1));
         }
@@ -396,7 +396,7 @@ async fn reload_keeps_overrides_and_does_not_restore_managed_cgroups() {
 
     // A broken file is refused and the old configuration stays.
     std::fs::write(&config, "tick = \"never\"").expect("write");
-    match server::handle(&mut ctl, Command::Reload, &config) {
+    match commands::handle(&mut ctl, Command::Reload, &config) {
         ctl::Outcome::Error(e) => {
             assert_eq!(e.kind, ErrorKind::ConfigInvalid);
             assert!(
@@ -415,7 +415,7 @@ async fn status_before_the_first_tick_says_not_ready() {
     let tree = Tree::new();
     let mut ctl = tree.controller();
     let config = tree.dir.path().join("memweight.toml");
-    match server::handle(&mut ctl, Command::Status, &config) {
+    match commands::handle(&mut ctl, Command::Status, &config) {
         ctl::Outcome::Error(e) => assert_eq!(e.kind, ErrorKind::NotReady),
         other => panic!("{other:?}"),
     }
@@ -807,7 +807,7 @@ async fn regression_a_request_that_timed_out_is_not_carried_out_later() {
     // The loop comes back and finds the call: it is dropped, not carried out.
     let stale = rx.recv().await.expect("the queued call");
     assert!(stale.is_stale());
-    assert!(!server::answer(&mut ctl, stale, &config));
+    assert!(!commands::answer(&mut ctl, stale, &config));
     assert_eq!(ctl.override_for("lab/c1"), None);
     // A call whose client still waits is carried out.
     let (reply, answer) = tokio::sync::oneshot::channel();
@@ -815,7 +815,7 @@ async fn regression_a_request_that_timed_out_is_not_carried_out_later() {
         command: set("lab/c1", 7),
         reply,
     };
-    assert!(server::answer(&mut ctl, live, &config));
+    assert!(commands::answer(&mut ctl, live, &config));
     assert!(matches!(answer.await, Ok(ctl::Outcome::Ok(_))));
     assert_eq!(ctl.override_for("lab/c1").map(|o| o.weight), Some(7));
     serving.abort();

@@ -55,6 +55,62 @@ pub const MAX_WEIGHT: u32 = 10_000;
 /// Weight of a cgroup whose configuration does not name one.
 pub const DEFAULT_WEIGHT: u32 = 100;
 
+/// A weight outside [`MIN_WEIGHT`]`..=`[`MAX_WEIGHT`], or not a whole number.
+///
+/// The one message for a bad weight wherever one is given (config rule, container label,
+/// control request, plan file, lab scenario); each caller puts in front of it what was wrong
+/// (`cgroup[2].weight: `, the label, the cgroup).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("must be {}, got {got}", accepted_weights())]
+pub struct WeightError {
+    /// The value as given (a number, or the text quoted when it is not one).
+    pub got: String,
+}
+
+impl WeightError {
+    /// A weight given as `got` (anything displayable: a number, a JSON value, quoted text).
+    #[must_use]
+    pub fn new(got: impl fmt::Display) -> Self {
+        Self {
+            got: got.to_string(),
+        }
+    }
+}
+
+/// What a weight may be, for messages: `a whole number 1..=10000`.
+#[must_use]
+pub fn accepted_weights() -> String {
+    format!("a whole number {MIN_WEIGHT}..={MAX_WEIGHT}")
+}
+
+/// Checks that `weight` is within [`MIN_WEIGHT`]`..=`[`MAX_WEIGHT`]: the one range check for
+/// every weight the daemon, the CLI and the lab take.
+///
+/// # Errors
+///
+/// [`WeightError`] naming the value and the accepted range.
+pub fn check_weight(weight: u64) -> Result<u32, WeightError> {
+    u32::try_from(weight)
+        .ok()
+        .filter(|w| (MIN_WEIGHT..=MAX_WEIGHT).contains(w))
+        .ok_or_else(|| WeightError::new(weight))
+}
+
+/// Reads a weight written as text (a command-line argument, a container label): a whole
+/// number, surrounding whitespace allowed, then [`check_weight`].
+///
+/// # Errors
+///
+/// [`WeightError`] with the text quoted when it is not a whole number, else as
+/// [`check_weight`].
+pub fn parse_weight(text: &str) -> Result<u32, WeightError> {
+    let n: u64 = text
+        .trim()
+        .parse()
+        .map_err(|_| WeightError::new(format_args!("{text:?}")))?;
+    check_weight(n)
+}
+
 /// One managed cgroup as the policy sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CgroupInput {
@@ -189,12 +245,12 @@ impl fmt::Display for Reason {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {
     /// A weight outside `1..=10000`.
-    #[error("cgroup {name:?}: weight must be {MIN_WEIGHT}..={MAX_WEIGHT}, got {weight}")]
+    #[error("cgroup {name:?}: weight {error}")]
     InvalidWeight {
         /// The cgroup.
         name: String,
-        /// The weight given.
-        weight: u32,
+        /// What is wrong with it (part of this message, not a separate cause).
+        error: WeightError,
     },
     /// Two inputs with the same name.
     #[error("cgroup {name:?} is listed twice; names must be unique")]
@@ -285,12 +341,10 @@ fn validate(cgroups: &[CgroupInput]) -> Result<(), PolicyError> {
         if c.name.is_empty() {
             return Err(PolicyError::EmptyName { index });
         }
-        if !(MIN_WEIGHT..=MAX_WEIGHT).contains(&c.weight) {
-            return Err(PolicyError::InvalidWeight {
-                name: c.name.clone(),
-                weight: c.weight,
-            });
-        }
+        check_weight(u64::from(c.weight)).map_err(|error| PolicyError::InvalidWeight {
+            name: c.name.clone(),
+            error,
+        })?;
         if !seen.insert(c.name.as_str()) {
             return Err(PolicyError::DuplicateName {
                 name: c.name.clone(),

@@ -211,19 +211,42 @@ fn bad_inputs_are_named() {
         err,
         PolicyError::InvalidWeight {
             name: "a".into(),
-            weight: 0
+            error: WeightError::new(0)
         }
     );
-    assert!(err.to_string().contains("\"a\""));
+    assert_eq!(
+        err.to_string(),
+        "cgroup \"a\": weight must be a whole number 1..=10000, got 0"
+    );
     let err = plan(1, &[cg("a", 1, 10_001)]).expect_err("weight too big");
     assert!(matches!(
         err,
-        PolicyError::InvalidWeight { weight: 10_001, .. }
+        PolicyError::InvalidWeight { ref error, .. } if error.got == "10001"
     ));
     let err = plan(1, &[cg("a", 1, 1), cg("a", 2, 2)]).expect_err("duplicate");
     assert_eq!(err, PolicyError::DuplicateName { name: "a".into() });
     let err = plan(1, &[cg("", 1, 1)]).expect_err("empty name");
     assert_eq!(err, PolicyError::EmptyName { index: 0 });
+}
+
+#[test]
+fn weights_are_checked_in_one_place() {
+    assert_eq!(check_weight(1), Ok(1));
+    assert_eq!(check_weight(10_000), Ok(10_000));
+    assert_eq!(check_weight(0), Err(WeightError::new(0)));
+    assert_eq!(check_weight(10_001), Err(WeightError::new(10_001)));
+    assert_eq!(
+        check_weight(u64::from(u32::MAX) + 1),
+        Err(WeightError::new(4_294_967_296_u64))
+    );
+    assert_eq!(parse_weight(" 300 "), Ok(300));
+    assert_eq!(
+        parse_weight("abc").map_err(|e| e.to_string()),
+        Err("must be a whole number 1..=10000, got \"abc\"".to_owned())
+    );
+    for bad in ["0", "10001", "-1", "1.5", "", "2e3", "99999999999"] {
+        assert!(parse_weight(bad).is_err(), "{bad:?}");
+    }
 }
 
 #[test]

@@ -7,8 +7,10 @@
 //!
 //! Everything here is pure: [`parse_request`] and [`parse_response`] take a line and return
 //! typed values or a one-line error, so the daemon's request handling and the client's output
-//! are tested without a socket. Cgroup paths are checked by [`normalize_cgroup`] (no `..`, no
-//! empty components, nothing outside the cgroup root) and weights by [`check_weight`].
+//! are tested without a socket. Cgroup paths are checked by [`normalize_cgroup`] (the rule of
+//! [`crate::cgroup_path`]: no `..`, no empty components, nothing outside the cgroup root) and
+//! weights by
+//! [`memweight_policy::check_weight`].
 //!
 //! ```text
 //! → {"version":1,"command":{"op":"set","cgroup":"lab/c1","weight":300}}
@@ -16,17 +18,15 @@
 //! ← {"version":1,"result":{"error":{"kind":"not-managed","message":"..."}}}
 //! ```
 
-use memweight_policy::human;
+use memweight_policy::{WeightError, check_weight, human};
 use serde::{Deserialize, Serialize};
+
+use crate::cgroup_path::{self, PathError};
 
 /// Version of the request and response layout; bumped on any incompatible change.
 pub const PROTOCOL_VERSION: u32 = 1;
 /// Where the daemon listens unless configured otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/memweight/memweightd.sock";
-/// Smallest weight accepted.
-pub const MIN_WEIGHT: u32 = 1;
-/// Largest weight accepted.
-pub const MAX_WEIGHT: u32 = 10_000;
 /// Longest request line the daemon reads; anything longer is refused.
 pub const MAX_LINE: usize = 64 * 1024;
 
@@ -112,13 +112,15 @@ impl Command {
     /// the ceiling, and the shape of the cgroup path.
     pub fn validate(&self) -> Result<(), ErrorReply> {
         if let Some(c) = self.cgroup() {
-            check_relative_shape(c)?;
+            // Without the root, an absolute path is only checked for its shape; the daemon
+            // decides whether it lies below its root ([`normalize_cgroup`]).
+            cgroup_path::normalize(c)?;
         }
         if let Command::Set {
             weight, min, max, ..
         } = self
         {
-            check_weight(*weight)?;
+            check_weight(u64::from(*weight))?;
             if let (Some(lo), Some(hi)) = (min, max)
                 && hi < lo
             {
@@ -583,85 +585,26 @@ impl ErrorReply {
     }
 }
 
-/// Checks that `weight` is in `1..=10000`.
-pub fn check_weight(weight: u32) -> Result<(), ErrorReply> {
-    if (MIN_WEIGHT..=MAX_WEIGHT).contains(&weight) {
-        Ok(())
-    } else {
-        Err(ErrorReply::new(
-            ErrorKind::BadRequest,
-            format!("weight {weight} is out of range; use {MIN_WEIGHT}..={MAX_WEIGHT}"),
-        ))
+/// A bad weight in a request: `weight must be a whole number 1..=10000, got 0`.
+impl From<WeightError> for ErrorReply {
+    fn from(e: WeightError) -> Self {
+        ErrorReply::new(ErrorKind::BadRequest, format!("weight {e}"))
     }
-}
-
-/// Checks the shape of a cgroup path without knowing the root: no `.`/`..`/empty components,
-/// no NUL, not empty. Absolute paths pass here; the daemon decides whether they are inside
-/// its root ([`normalize_cgroup`]).
-fn check_relative_shape(cgroup: &str) -> Result<(), ErrorReply> {
-    let t = cgroup.trim().trim_matches('/');
-    if t.is_empty() {
-        return Err(bad_path(
-            cgroup,
-            "names the cgroup root itself; name a cgroup below it, e.g. system.slice/foo.service",
-        ));
-    }
-    if t.split('/').any(|c| c == "..") {
-        return Err(bad_path(
-            cgroup,
-            "contains `..`; cgroup paths must stay inside the cgroup root",
-        ));
-    }
-    if t.split('/').any(|c| c.is_empty() || c == ".") {
-        return Err(bad_path(
-            cgroup,
-            "has an empty or `.` component; write it like lab/c1",
-        ));
-    }
-    if t.contains('\0') || t.contains('\n') {
-        return Err(bad_path(cgroup, "contains a NUL or newline character"));
-    }
-    Ok(())
-}
-
-fn bad_path(cgroup: &str, why: &str) -> ErrorReply {
-    ErrorReply::new(
-        ErrorKind::BadRequest,
-        format!("cgroup path {cgroup:?} {why}"),
-    )
 }
 
 /// Turns a user-given cgroup path into the daemon's form: relative to `root`, no leading or
 /// trailing slash. An absolute path is accepted only when it lies below `root` (e.g.
-/// `/sys/fs/cgroup/lab/c1` with root `/sys/fs/cgroup`).
+/// `/sys/fs/cgroup/lab/c1` with root `/sys/fs/cgroup`). The rule is
+/// [`cgroup_path::normalize_under`]; this gives its error as a reply.
 pub fn normalize_cgroup(cgroup: &str, root: &str) -> Result<String, ErrorReply> {
-    let trimmed = cgroup.trim();
-    let relative = if trimmed.starts_with('/') {
-        let root = root.trim_end_matches('/');
-        match trimmed.strip_prefix(root) {
-            Some(rest) if rest.starts_with('/') || (root.is_empty() && !rest.is_empty()) => rest,
-            _ => {
-                return Err(bad_path(
-                    cgroup,
-                    &format!(
-                        "is outside the cgroup root {root}; give a path relative to it, \
-                         e.g. lab/c1"
-                    ),
-                ));
-            }
-        }
-    } else {
-        trimmed
-    };
-    check_relative_shape(relative).map_err(|e| {
-        // Report the user's spelling, not the stripped one.
-        ErrorReply::new(
-            e.kind,
-            e.message
-                .replace(&format!("{relative:?}"), &format!("{cgroup:?}")),
-        )
-    })?;
-    Ok(relative.trim_matches('/').to_owned())
+    cgroup_path::normalize_under(cgroup, root).map_err(ErrorReply::from)
+}
+
+/// A refused cgroup path in a request.
+impl From<PathError> for ErrorReply {
+    fn from(e: PathError) -> Self {
+        ErrorReply::new(ErrorKind::BadRequest, e.to_string())
+    }
 }
 
 /// Reads the `version` field first so that a request from another protocol version gets a
@@ -815,7 +758,7 @@ mod tests {
             ),
             (
                 "{\"version\":1,\"command\":{\"op\":\"set\",\"cgroup\":\"a\",\"weight\":0}}",
-                "weight 0 is out of range",
+                "weight must be a whole number 1..=10000, got 0",
             ),
             (
                 "{\"version\":1,\"command\":{\"op\":\"set\",\"cgroup\":\"a\",\"weight\":10001}}",
@@ -853,10 +796,10 @@ mod tests {
 
     #[test]
     fn weights_at_the_edges() {
-        assert!(check_weight(1).is_ok());
-        assert!(check_weight(10_000).is_ok());
-        assert!(check_weight(0).is_err());
-        assert!(check_weight(10_001).is_err());
+        assert!(set(1).validate().is_ok());
+        assert!(set(10_000).validate().is_ok());
+        assert!(set(0).validate().is_err());
+        assert!(set(10_001).validate().is_err());
     }
 
     #[test]

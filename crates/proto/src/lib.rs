@@ -1,10 +1,13 @@
 //! Types shared by `memweightd` and `memweightctl`.
 //!
 //! * [`size`]: byte sizes as users write them (`4096`, `"512M"`, `"1.5G"`; binary units).
+//! * [`cgroup_path`]: the one rule for cgroup paths users and files give (no `..`, nothing
+//!   outside the root).
 //! * [`plan`]: the offline plan file read by `memweightctl plan` and the JSON it prints.
 //! * [`ctl`]: the control-socket protocol (versioned JSON lines), so that the client and the
 //!   daemon can only disagree at compile time.
 
+pub mod cgroup_path;
 pub mod ctl;
 pub mod plan;
 pub mod size;

@@ -10,11 +10,13 @@
 //! Sizes are [`Size`]s (integers or strings with binary units). `weight` defaults to
 //! [`DEFAULT_WEIGHT`]; `min` (the floor) and `max` are optional. Unknown fields are errors.
 //! Every error is one line that starts with the offending field, e.g.
-//! `cgroups[2].weight: must be 1..=10000, got 0`.
+//! `cgroups[2].weight: must be a whole number 1..=10000, got 0`.
 
 use std::collections::HashMap;
 
-use memweight_policy::{CgroupInput, DEFAULT_WEIGHT, MAX_WEIGHT, MIN_WEIGHT, Plan};
+use memweight_policy::{
+    CgroupInput, DEFAULT_WEIGHT, MAX_WEIGHT, MIN_WEIGHT, Plan, WeightError, check_weight,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::Size;
@@ -57,10 +59,9 @@ const fn default_weight() -> u64 {
 /// [`PlanFile::validate`], which names the cgroup.
 fn weight<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     use serde::de::Error;
-    let range = format!("must be {MIN_WEIGHT}..={MAX_WEIGHT}");
     match serde_json::Number::deserialize(d)? {
         n if n.as_u64().is_some() => Ok(n.as_u64().unwrap_or_default()),
-        n if n.as_i64().is_some() => Err(D::Error::custom(format_args!("{range}, got {n}"))),
+        n if n.as_i64().is_some() => Err(D::Error::custom(WeightError::new(n))),
         n => match n.as_f64() {
             // Whole and in range: exactly representable, the cast is exact.
             #[expect(
@@ -68,10 +69,13 @@ fn weight<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
                 clippy::cast_sign_loss,
                 reason = "checked: whole and within 1..=10000"
             )]
-            Some(f) if f.fract() == 0.0 && (1.0..=f64::from(MAX_WEIGHT)).contains(&f) => {
+            Some(f)
+                if f.fract() == 0.0
+                    && (f64::from(MIN_WEIGHT)..=f64::from(MAX_WEIGHT)).contains(&f) =>
+            {
                 Ok(f as u64)
             }
-            _ => Err(D::Error::custom(format_args!("{range}, got {n}"))),
+            _ => Err(D::Error::custom(WeightError::new(n))),
         },
     }
 }
@@ -138,12 +142,8 @@ impl PlanFile {
                     format!("duplicate name {:?} (also cgroups[{first}])", c.name),
                 ));
             }
-            if !(u64::from(MIN_WEIGHT)..=u64::from(MAX_WEIGHT)).contains(&c.weight) {
-                return Err(PlanFileError::new(
-                    format!("cgroups[{i}].weight"),
-                    format!("must be {MIN_WEIGHT}..={MAX_WEIGHT}, got {}", c.weight),
-                ));
-            }
+            check_weight(c.weight)
+                .map_err(|e| PlanFileError::new(format!("cgroups[{i}].weight"), e.to_string()))?;
         }
         Ok(())
     }
@@ -277,7 +277,7 @@ mod tests {
         };
         assert_eq!(
             err(&base(r#"{"name": "b", "usage": 1, "weight": 0}"#)),
-            "cgroups[1].weight: must be 1..=10000, got 0"
+            "cgroups[1].weight: must be a whole number 1..=10000, got 0"
         );
         assert_eq!(
             err(&base(r#"{"name": "a", "usage": 1}"#)),
@@ -301,11 +301,11 @@ mod tests {
         );
         assert!(
             err(&base(r#"{"name": "b", "usage": 1, "weight": -1}"#))
-                .starts_with("cgroups[1].weight: must be 1..=10000, got -1")
+                .starts_with("cgroups[1].weight: must be a whole number 1..=10000, got -1")
         );
         assert!(
             err(&base(r#"{"name": "b", "usage": 1, "weight": 2.5}"#))
-                .starts_with("cgroups[1].weight: must be 1..=10000, got 2.5")
+                .starts_with("cgroups[1].weight: must be a whole number 1..=10000, got 2.5")
         );
         assert!(
             err(&base(r#"{"name": "b", "usage": 1, "weight": "3"}"#))

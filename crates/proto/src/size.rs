@@ -4,7 +4,8 @@
 //! (`M` = MiB = 2^20 bytes, as in cgroupfs and `free -m`), parsed by the `parse-size` crate.
 //! Negative numbers, fractions of a byte given as JSON numbers, and anything that is not a
 //! number with an optional unit are rejected with a message that says what to write instead.
-//! A size always serialises as an integer byte count.
+//! A size always serialises as an integer byte count, and displays as `300M` (whole MiB) or
+//! bytes.
 
 use std::fmt;
 use std::str::FromStr;
@@ -36,9 +37,16 @@ impl From<Size> for u64 {
     }
 }
 
+/// Whole mebibytes as `300M`, anything else as the byte count: short, and read back as the
+/// same size by [`FromStr`].
 impl fmt::Display for Size {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
+        const MIB: u64 = 1 << 20;
+        if self.0 >= MIB && self.0.is_multiple_of(MIB) {
+            write!(f, "{}M", self.0 / MIB)
+        } else {
+            write!(f, "{}", self.0)
+        }
     }
 }
 
@@ -214,6 +222,20 @@ mod tests {
                 .contains("too large")
         );
         assert!(json("true").is_err());
+    }
+
+    #[test]
+    fn displays_short_and_reads_back() {
+        for (size, text) in [
+            (Size(300 << 20), "300M"),
+            (Size(1 << 30), "1024M"),
+            (Size(4096), "4096"),
+            (Size(0), "0"),
+            (Size((1 << 20) + 1), "1048577"),
+        ] {
+            assert_eq!(size.to_string(), text);
+            assert_eq!(text.parse::<Size>(), Ok(size));
+        }
     }
 
     #[test]

@@ -1,0 +1,270 @@
+//! The control commands, run by the control loop on the state it owns.
+//!
+//! The socket ([`crate::server`]) parses a request into a [`Command`] and sends it to the loop
+//! as a [`Call`]; the loop calls [`answer`] between ticks, and [`handle`] carries the command out
+//! on the [`Controller`]: `set`/`unset` change runtime overrides, `get` and `explain` read the
+//! settings and the last report, `reload` re-reads the configuration (SIGHUP calls [`reload`]
+//! too). Everything here is synchronous and short; tests call [`handle`] and [`answer`] on a
+//! controller over a fake cgroup tree, the same functions `main` calls.
+
+use std::path::Path;
+
+use memweight_proto::ctl::{
+    self, Command, ErrorKind, ErrorReply, Explanation, Outcome, Reloaded, Reply, Setting, Status,
+    Values, WeightSource,
+};
+use tracing::{info, warn};
+
+use crate::config::{Config, Settings};
+use crate::controller::{Controller, Found, TickReport};
+use crate::server::Call;
+use crate::state::Override;
+
+/// Runs `call` on the daemon's state and sends the answer, unless the call is stale (then it
+/// is dropped unexecuted and `false` is returned). Called by the control loop only.
+///
+/// A client that gives up while [`handle`] runs (it is synchronous and short) may miss the
+/// answer of a change that was made; `memweightctl get` shows the result.
+pub fn answer(ctl: &mut Controller, call: Call, config_path: &Path) -> bool {
+    if call.is_stale() {
+        warn!(command = ?call.command, "control request dropped: its client stopped waiting");
+        return false;
+    }
+    let outcome = handle(ctl, call.command, config_path);
+    // The client may have gone away meanwhile; its answer is then not needed.
+    let _ = call.reply.send(outcome);
+    true
+}
+
+/// Runs one command against the daemon's state. Called by the control loop only.
+pub fn handle(ctl: &mut Controller, command: Command, config_path: &Path) -> Outcome {
+    let root = ctl.config().cgroup_root.display().to_string();
+    let result = match command {
+        Command::Set {
+            cgroup,
+            weight,
+            min,
+            max,
+        } => target(ctl, &cgroup, &root).and_then(|path| {
+            memweight_policy::check_weight(u64::from(weight))?;
+            require_rule(ctl, &path)?;
+            if !ctl.is_managed(&path) {
+                return Err(unknown(&path, &root));
+            }
+            ctl.set_override(&path, Override { weight, min, max })
+                .map_err(|e| {
+                    ErrorReply::new(
+                        ErrorKind::Internal,
+                        format!("cannot record the override for {path}: {e}"),
+                    )
+                })?;
+            info!(cgroup = %path, weight, ?min, ?max, "runtime override set");
+            Ok(Reply::Setting(Box::new(setting(ctl, &path))))
+        }),
+        Command::Unset { cgroup } => target(ctl, &cgroup, &root).and_then(|path| {
+            if ctl.override_for(&path).is_none() {
+                require_rule(ctl, &path)?;
+            }
+            let had = ctl.unset_override(&path).map_err(|e| {
+                ErrorReply::new(
+                    ErrorKind::Internal,
+                    format!("cannot record removing the override for {path}: {e}"),
+                )
+            })?;
+            if had {
+                info!(cgroup = %path, "runtime override removed");
+            }
+            Ok(Reply::Setting(Box::new(setting(ctl, &path))))
+        }),
+        Command::Get { cgroup } => target(ctl, &cgroup, &root).and_then(|path| {
+            require_rule(ctl, &path)?;
+            Ok(Reply::Setting(Box::new(setting(ctl, &path))))
+        }),
+        Command::Status => last(ctl).map(|r| {
+            Reply::Status(Status {
+                pool: r.pool.clone(),
+                cgroups: r.cgroups.clone(),
+            })
+        }),
+        Command::Explain { cgroup } => target(ctl, &cgroup, &root).and_then(|path| {
+            require_rule(ctl, &path)?;
+            let r = last(ctl)?;
+            let row = r
+                .cgroups
+                .iter()
+                .find(|c| c.cgroup == path)
+                .ok_or_else(|| unknown(&path, &root))?;
+            Ok(Reply::Explain(Box::new(Explanation {
+                status: row.clone(),
+                setting: setting(ctl, &path),
+                pool: r.pool.clone(),
+            })))
+        }),
+        Command::Reload => reload(ctl, config_path).map(Reply::Reloaded),
+    };
+    result.into()
+}
+
+/// Re-reads the configuration file; on any error the old configuration stays.
+///
+/// A refused reload is logged at WARN (the daemon keeps enforcing with the configuration it
+/// had, so nothing is broken yet) with the reason, which is also the reply's message.
+pub fn reload(ctl: &mut Controller, config_path: &Path) -> Result<Reloaded, ErrorReply> {
+    let invalid = |e: &dyn std::fmt::Display| {
+        let reply = ErrorReply::new(
+            ErrorKind::ConfigInvalid,
+            format!("reload refused, the old configuration stays: {e}"),
+        );
+        warn!(config = %config_path.display(), error = %reply.message, "reload refused");
+        reply
+    };
+    let (cfg, rules) = Config::load(config_path).map_err(|e| invalid(&e))?;
+    if cfg.control != ctl.config().control || cfg.metrics != ctl.config().metrics {
+        warn!("[control] and [metrics] changes take effect at the next restart");
+    }
+    let n_rules = cfg.cgroup.len();
+    ctl.reload(cfg, rules).map_err(|e| invalid(&e))?;
+    info!(config = %config_path.display(), rules = n_rules, "configuration reloaded");
+    Ok(Reloaded {
+        config: config_path.display().to_string(),
+        rules: n_rules,
+        overrides_kept: ctl.overrides().count(),
+    })
+}
+
+/// The cgroup a command names: a cgroup path a rule names (or one with a recorded override),
+/// else the managed cgroup of the running container with that name, id or id prefix
+/// (at least 12 hex digits). Anything else gets the path checks and errors as before.
+pub fn target(ctl: &Controller, arg: &str, root: &str) -> Result<String, ErrorReply> {
+    let path = ctl::normalize_cgroup(arg, root);
+    if let Ok(p) = &path
+        && (ctl.configured(p).is_some() || ctl.override_for(p).is_some())
+    {
+        return Ok(p.clone());
+    }
+    let name = arg.trim().trim_start_matches('/');
+    if name.is_empty() || name.contains('/') {
+        return path;
+    }
+    match ctl.find_container(name) {
+        Found::Managed(p) => Ok(p),
+        Found::Unmanaged { name, id }
+            if [
+                format!("machine.slice/libpod-{id}.scope"),
+                format!("system.slice/docker-{id}.scope"),
+            ]
+            .iter()
+            .any(|p| ctl.configured(p).is_some()) =>
+        {
+            Err(ErrorReply::new(
+                ErrorKind::UnknownCgroup,
+                format!(
+                    "container {name} ({}) is running and a rule names its runtime's scopes, but \
+                     its cgroup is not managed yet (it was adopted at no tick so far, or it lives \
+                     elsewhere in the cgroup tree); try again in a moment, and see memweightctl \
+                     status",
+                    id.get(..12).unwrap_or(&id)
+                ),
+            ))
+        }
+        Found::Unmanaged { name, id } => Err(ErrorReply::new(
+            ErrorKind::NotManaged,
+            format!(
+                "container {name} ({}) is running, but no [[cgroup]] rule names its cgroup; add a \
+                 glob such as machine.slice/libpod-*.scope (podman) or \
+                 system.slice/docker-*.scope (docker) and run memweightctl reload",
+                id.get(..12).unwrap_or(&id)
+            ),
+        )),
+        Found::Ambiguous(names) => Err(ErrorReply::new(
+            ErrorKind::BadRequest,
+            format!(
+                "{name:?} is the start of the ids of several containers ({}); give the name or \
+                 more of the id",
+                names.join(", ")
+            ),
+        )),
+        Found::None => Err(ErrorReply::new(
+            ErrorKind::NotManaged,
+            format!(
+                "no managed cgroup or running container named {name}; see memweightctl status \
+                 for the managed cgroups and their containers"
+            ),
+        )),
+    }
+}
+
+fn require_rule(ctl: &Controller, path: &str) -> Result<(), ErrorReply> {
+    if ctl.configured(path).is_some() {
+        Ok(())
+    } else {
+        Err(ErrorReply::new(
+            ErrorKind::NotManaged,
+            format!(
+                "{path} is not managed: no [[cgroup]] rule in the configuration names it; add \
+                 one and run memweightctl reload"
+            ),
+        ))
+    }
+}
+
+fn unknown(path: &str, root: &str) -> ErrorReply {
+    ErrorReply::new(
+        ErrorKind::UnknownCgroup,
+        format!(
+            "{path}: a rule names it but no such cgroup is managed now (is there a cgroup \
+             {root}/{path} with the memory controller?)"
+        ),
+    )
+}
+
+fn last(ctl: &Controller) -> Result<&TickReport, ErrorReply> {
+    ctl.last_report().ok_or_else(ErrorReply::not_ready)
+}
+
+fn setting(ctl: &Controller, path: &str) -> Setting {
+    let values = |s: Settings| Values {
+        weight: s.weight,
+        min: (s.min > 0).then_some(s.min),
+        max: s.max,
+    };
+    let resolved = ctl.resolve(path);
+    let configured = resolved.as_ref().map_or(
+        Values {
+            weight: memweight_policy::DEFAULT_WEIGHT,
+            min: None,
+            max: None,
+        },
+        |r| values(r.configured),
+    );
+    let ov = ctl.override_for(path);
+    let effective = match (&resolved, ov) {
+        (Some(r), _) => values(r.settings),
+        (None, None) => configured,
+        // An override recorded for a cgroup no rule names any more.
+        (None, Some(o)) => Values {
+            weight: o.weight,
+            min: o.min.or(configured.min),
+            max: o.max.or(configured.max),
+        },
+    };
+    let source = match &resolved {
+        Some(r) => Some(r.source.clone()),
+        None => ov.map(|_| WeightSource::Override),
+    };
+    let (container, labels) = resolved.map_or((None, None), |r| (r.container, r.labels));
+    Setting {
+        cgroup: path.to_owned(),
+        managed: ctl.is_managed(path),
+        configured,
+        runtime_override: ov.map(|o| Values {
+            weight: o.weight,
+            min: o.min,
+            max: o.max,
+        }),
+        effective,
+        container,
+        labels,
+        source,
+    }
+}
