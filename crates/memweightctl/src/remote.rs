@@ -400,6 +400,7 @@ mod tests {
             psi_cut: 0,
             reserve: 0,
             own_stall: 0.0,
+            guards: 0,
             total_usage: 4000 << 20,
             total_weight: 6,
             pressure: false,

@@ -56,6 +56,7 @@ fn status_reply() -> Reply {
             psi_cut: 0,
             reserve: 0,
             own_stall: 0.0,
+            guards: 0,
             total_usage: 6000 << 20,
             total_weight: 6,
             pressure: true,

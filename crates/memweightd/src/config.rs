@@ -423,6 +423,11 @@ pub struct Config {
     /// (bytes or % of the target). `"0%"`: memory.high at the target, memory.reclaim only for
     /// usage that outran it (the behaviour before issue 11).
     pub guard: Amount,
+    /// Idle memory tax, percent (`0..=99`, 0 = off): memory a cgroup holds but does not use
+    /// (beyond the kernel's active LRU lists) weighs `100 / (100 − idle_tax)` times what
+    /// active memory does when the pool is shared, so idle memory gives way first (VMware
+    /// ESX's default is 75).
+    pub idle_tax: u8,
     /// Drop of memory.high in one tick toward its ceiling: the larger of this (bytes or % of
     /// the cgroup's usage) and half the distance left.
     pub max_step: Amount,
@@ -456,6 +461,7 @@ impl Default for Config {
             enforce: true,
             reclaim: true,
             guard: Amount::Percent(DEFAULT_GUARD_PERCENT),
+            idle_tax: 0,
             max_step: Amount::Percent(10.0),
             min_floor: Size(16 << 20),
             protect_ancestors: false,
@@ -596,6 +602,16 @@ impl Config {
                 format!(
                     "must be between {MIN_TICK:?} and {MAX_TICK:?}, got {:?}",
                     self.tick.0
+                ),
+            ));
+        }
+        if self.idle_tax > memweight_policy::MAX_IDLE_TAX {
+            return Err(invalid(
+                "idle_tax".into(),
+                format!(
+                    "must be 0..={} (percent; 75 is VMware ESX's default), got {}",
+                    memweight_policy::MAX_IDLE_TAX,
+                    self.idle_tax
                 ),
             ));
         }

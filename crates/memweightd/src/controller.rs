@@ -1240,9 +1240,11 @@ impl Controller {
             max_step: self.cfg.max_step,
             reclaim: self.cfg.reclaim,
             guard: self.cfg.guard,
+            idle_tax: self.cfg.idle_tax,
         };
         let Step {
             capacity: cap,
+            guards,
             next_cut,
             own_stall,
             plan,
@@ -1364,6 +1366,7 @@ impl Controller {
                 psi_cut: cap.psi_cut,
                 reserve: cap.reserve,
                 own_stall,
+                guards,
                 total_usage: plan.total_usage,
                 total_weight: plan.total_weight,
                 pressure: plan.pressure,

@@ -71,6 +71,7 @@ mod tests {
                     psi_cut: 0,
                     reserve: 0,
                     own_stall: 0.0,
+                    guards: 0,
                     total_usage: 0,
                     total_weight: 0,
                     pressure: false,

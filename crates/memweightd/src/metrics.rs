@@ -265,6 +265,11 @@ pub fn registry(snapshot: Option<&Snapshot>, metrics: &Metrics) -> Registry {
         "MemAvailable the pool leaves free; below it the host is short.",
         saturating_i64(r.pool.reserve),
     );
+    b.gauge(
+        "pool_guard_bytes",
+        "Part of the capacity kept for the memory.high guards above held-back cgroups' targets.",
+        saturating_i64(r.pool.guards),
+    );
     b.gauge_f(
         "pool_own_stall_percent",
         "Host memory PSI some avg10 explained by the daemon's own throttling (not counted).",
@@ -628,6 +633,7 @@ mod tests {
                 psi_cut: 0,
                 reserve: 0,
                 own_stall: 0.0,
+                guards: 0,
                 total_usage: 6000 << 20,
                 total_weight: 6,
                 pressure: true,

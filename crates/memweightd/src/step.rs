@@ -29,6 +29,8 @@ pub struct Law<'a> {
     pub reclaim: bool,
     /// `guard`: memory.high above the target while memory.reclaim moves usage.
     pub guard: Amount,
+    /// `idle_tax`, percent: idle memory gives way before active memory (0: off).
+    pub idle_tax: u8,
 }
 
 /// One managed cgroup as the law sees it this tick.
@@ -65,6 +67,9 @@ pub struct CgroupStep {
 pub struct Step {
     /// The pool.
     pub capacity: Capacity,
+    /// Bytes of the pool kept for the guards above the targets (see [`Law::guard`]): the
+    /// policy shared `capacity − guards`.
+    pub guards: u64,
     /// The PSI cut to carry to the next tick.
     pub next_cut: PsiCut,
     /// The part of host PSI the daemon's own throttling explains (%).
@@ -128,6 +133,14 @@ pub fn step(
             weight: r.settings.weight,
             floor: *f,
             max: r.settings.max,
+            // Active memory, for the idle tax: what the kernel's LRU keeps on its active
+            // lists. A provisional sample has no memory.stat: all of it counts active.
+            active: (law.idle_tax > 0 && !r.provisional).then(|| {
+                r.sample
+                    .stat
+                    .active_anon
+                    .saturating_add(r.sample.stat.active_file)
+            }),
             demand: hidden_demand(
                 r.sample,
                 cap.bytes,
@@ -136,10 +149,30 @@ pub fn step(
             ),
         })
         .collect();
-    let (plan, rejected) = match memweight_policy::plan(cap.bytes, &inputs) {
+    let plan_for = |bytes: u64| match memweight_policy::plan_with_tax(bytes, &inputs, law.idle_tax)
+    {
         Ok(p) => (p, None),
-        Err(e) => (empty_plan(cap.bytes, &inputs), Some(e.to_string())),
+        Err(e) => (empty_plan(bytes, &inputs), Some(e.to_string())),
     };
+    let (mut plan, mut rejected) = plan_for(cap.bytes);
+    // Under pressure, the guards above the targets of the cgroups being held back must fit in
+    // the pool too: a cgroup refaults into its guard between ticks, and guards taken out of
+    // the reserve would put the host in its reclaim band (kswapd, every process's stall) for
+    // the sake of the managed cgroups. The pool is planned once more without them.
+    let guards: u64 = if plan.level == Level::Unconstrained {
+        0
+    } else {
+        // Held back: above its share, or held at its memory.high (its demand hidden).
+        rows.iter()
+            .zip(&plan.decisions)
+            .zip(&inputs)
+            .filter(|((_, d), i)| d.target < d.usage || i.demand.is_some())
+            .map(|((r, d), _)| guard_of(law, r.reclaim_supported).of(d.target))
+            .fold(0, u64::saturating_add)
+    };
+    if guards > 0 && rejected.is_none() {
+        (plan, rejected) = plan_for(cap.bytes.saturating_sub(guards));
+    }
 
     let cgroups = rows
         .iter()
@@ -147,7 +180,7 @@ pub fn step(
         .map(|(i, r)| {
             let d = &plan.decisions[i];
             let level = match plan.level {
-                Level::Exact { .. } => plan.level.share(r.settings.weight),
+                Level::Exact { .. } => d.level_share,
                 // The floors alone overfill the pool: everyone is held at its floor.
                 Level::Floors => Some(0),
                 Level::Unconstrained => None,
@@ -180,6 +213,7 @@ pub fn step(
         .collect();
     Step {
         capacity: cap,
+        guards,
         next_cut,
         own_stall,
         plan,
@@ -264,6 +298,7 @@ fn empty_plan(capacity: u64, inputs: &[CgroupInput]) -> Plan {
                 reclaim: 0,
                 entitlement: 0,
                 reason: memweight_policy::Reason::NoPressure,
+                level_share: None,
             })
             .collect(),
         level: Level::Unconstrained,
@@ -423,6 +458,7 @@ mod tests {
             band in prop::option::of(0u64..256),
             cut in 0u64..512,
             guard_pct in 0u64..=25,
+            idle_tax in prop_oneof![Just(0u8), 1u8..=99],
         ) {
             let law = Law {
                 capacity: &capacity,
@@ -430,6 +466,7 @@ mod tests {
                 max_step: Amount::Percent(step_pct as f64),
                 reclaim: true,
                 guard: Amount::Percent(guard_pct as f64),
+                idle_tax,
             };
             let names = names(&cgs);
             let rows = rows(&cgs, &names);
@@ -501,6 +538,7 @@ mod tests {
                 max_step: Amount::Percent(10.0),
                 reclaim: true,
                 guard: Amount::Percent(8.0),
+                idle_tax: 0,
             };
             let cgs: Vec<Cg> = cgs
                 .into_iter()

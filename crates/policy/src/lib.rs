@@ -29,6 +29,7 @@
 //!     floor: 0,
 //!     max: None,
 //!     demand: None,
+//!     active: None,
 //! };
 //! let p = plan(4500, &[cg("c1", 1), cg("c2", 2), cg("c3", 3)])?;
 //! let targets: Vec<u64> = p.decisions.iter().map(|d| d.target).collect();
@@ -130,6 +131,9 @@ pub struct CgroupInput {
     /// demand; the daemon passes a larger demand for it so that memory freed elsewhere flows
     /// back to it by weight instead of being mistaken for the end of pressure.
     pub demand: Option<u64>,
+    /// Bytes of its usage in active use (the kernel's active LRU lists); `None` counts all of
+    /// it active. Only [`plan_with_tax`] looks at it: the rest is idle and taxed.
+    pub active: Option<u64>,
 }
 
 impl CgroupInput {
@@ -189,6 +193,10 @@ pub struct Decision {
     pub entitlement: u64,
     /// Why.
     pub reason: Reason,
+    /// The cgroup's unclamped share at the water level (`λ·W`, less what the idle tax takes
+    /// from its idle memory); `None` unless the level is [`Level::Exact`]. The daemon puts
+    /// memory.high here rather than at the target, so a cgroup below its share can grow.
+    pub level_share: Option<u64>,
 }
 
 /// A whole plan.
@@ -241,6 +249,9 @@ impl fmt::Display for Reason {
     }
 }
 
+/// Largest idle memory tax rate, in percent: at 100 % idle memory would weigh nothing.
+pub const MAX_IDLE_TAX: u8 = 99;
+
 /// Why a set of inputs cannot be planned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {
@@ -257,6 +268,12 @@ pub enum PolicyError {
     DuplicateName {
         /// The repeated name.
         name: String,
+    },
+    /// An idle tax rate above [`MAX_IDLE_TAX`].
+    #[error("idle tax must be 0..={MAX_IDLE_TAX} %, got {tax}")]
+    InvalidTax {
+        /// The rate given.
+        tax: u8,
     },
     /// An input with an empty name.
     #[error("cgroup #{index} has an empty name; give every cgroup a name")]
@@ -281,26 +298,62 @@ pub enum PolicyError {
 ///
 /// [`PolicyError`] when a name is empty or repeated or a weight is outside `1..=10000`.
 pub fn plan(capacity: u64, cgroups: &[CgroupInput]) -> Result<Plan, PolicyError> {
+    plan_with_tax(capacity, cgroups, 0)
+}
+
+/// [`plan`] with an idle memory tax of `tax` percent (`0..=99`; VMware ESX's default is 75).
+///
+/// Idle memory (usage beyond [`CgroupInput::active`]) costs `k = 100 / (100 − tax)` times
+/// what active memory costs: the level `λ` is found so that every cgroup holds
+/// `min(λ·W, a) + max(0, λ·W − a) / k` (clamped to its bounds as before), where `a` is its
+/// active memory. A cgroup whose memory is all active gets its plain weighted share; an idle
+/// one gives its idle memory up first, down to a share `1/k` of its weighted one, so memory
+/// flows to where it is used while weights still decide between active cgroups. At `tax = 0`
+/// this is [`plan`].
+///
+/// The taxed fill is the plain one over two slots per cgroup: its active memory `(100·W, lo,
+/// a)` and its idle memory `((100 − tax)·W, o, o + idle)` offset by `o = a·(100 − tax)/100`
+/// (the capacity grows by `Σ o`): `clamp(λ'(100 − tax)W, o, o + idle) − o` is the idle part
+/// above, so [`water_fill`]'s exactness carries over.
+///
+/// # Errors
+///
+/// As [`plan`], and [`PolicyError::InvalidTax`] above [`MAX_IDLE_TAX`].
+pub fn plan_with_tax(capacity: u64, cgroups: &[CgroupInput], tax: u8) -> Result<Plan, PolicyError> {
     validate(cgroups)?;
+    if tax > MAX_IDLE_TAX {
+        return Err(PolicyError::InvalidTax { tax });
+    }
     // Canonical order (by name) so rounding tie-breaks do not depend on the input order.
     let mut order: Vec<usize> = (0..cgroups.len()).collect();
     order.sort_unstable_by(|&a, &b| cgroups[a].name.cmp(&cgroups[b].name));
 
-    let slots: Vec<Slot> = order
-        .iter()
-        .map(|&i| Slot::new(cgroups[i].weight, cgroups[i].lo(), cgroups[i].hi()))
-        .collect();
-    let fill = water_fill_level(capacity, &slots);
-    let open: Vec<Slot> = slots.iter().map(|s| Slot::new(s.weight, 0, s.hi)).collect();
-    let entitled = water_fill(capacity, &open);
+    let taxed = tax > 0 && cgroups.iter().any(|c| c.active.is_some());
+    let (fill, entitled, level_shares) = if taxed {
+        fill_taxed(capacity, cgroups, &order, tax)
+    } else {
+        let slots: Vec<Slot> = order
+            .iter()
+            .map(|&i| Slot::new(cgroups[i].weight, cgroups[i].lo(), cgroups[i].hi()))
+            .collect();
+        let fill = water_fill_level(capacity, &slots);
+        let open: Vec<Slot> = slots.iter().map(|s| Slot::new(s.weight, 0, s.hi)).collect();
+        let entitled = water_fill(capacity, &open);
+        let shares = order
+            .iter()
+            .map(|&i| fill.level.share(cgroups[i].weight))
+            .collect();
+        (fill, entitled, shares)
+    };
 
     let mut targets = vec![0; cgroups.len()];
     let mut entitlements = vec![0; cgroups.len()];
+    let mut level_share = vec![None; cgroups.len()];
     for (k, &i) in order.iter().enumerate() {
         targets[i] = fill.shares[k];
         entitlements[i] = entitled[k];
+        level_share[i] = level_shares[k];
     }
-
     let total_usage: u128 = cgroups.iter().map(|c| u128::from(c.usage)).sum();
     let total_weight: u64 = cgroups.iter().map(|c| u64::from(c.weight)).sum();
     let pressure = fill.level != Level::Unconstrained;
@@ -309,7 +362,8 @@ pub fn plan(capacity: u64, cgroups: &[CgroupInput]) -> Result<Plan, PolicyError>
     let decisions = cgroups
         .iter()
         .zip(targets.iter().zip(&entitlements))
-        .map(|(c, (&target, &entitlement))| {
+        .zip(level_share)
+        .map(|((c, (&target, &entitlement)), level_share)| {
             let expected = expected_allocation(total_usage, c.weight, total_weight);
             Decision {
                 name: c.name.clone(),
@@ -320,7 +374,8 @@ pub fn plan(capacity: u64, cgroups: &[CgroupInput]) -> Result<Plan, PolicyError>
                 target,
                 reclaim: c.usage.saturating_sub(target),
                 entitlement,
-                reason: reason(c, target, &fill.level),
+                reason: reason(c, target, &fill.level, level_share),
+                level_share,
             }
         })
         .collect();
@@ -333,6 +388,99 @@ pub fn plan(capacity: u64, cgroups: &[CgroupInput]) -> Result<Plan, PolicyError>
         decisions,
         level: fill.level,
     })
+}
+
+/// The taxed fill of [`plan_with_tax`]: one `Fill` over the cgroups (in `order`) with the
+/// offsets taken back out, the entitlements, and each cgroup's unclamped taxed share.
+fn fill_taxed(
+    capacity: u64,
+    cgroups: &[CgroupInput],
+    order: &[usize],
+    tax: u8,
+) -> (Fill, Vec<u64>, Vec<Option<u64>>) {
+    let keep = u64::from(100 - tax);
+    let parts: Vec<(u64, u64, u64, u64)> = order
+        .iter()
+        .map(|&i| {
+            let c = &cgroups[i];
+            let hi = c.hi();
+            // Demand beyond usage (a cgroup held at its limit) is memory it is reaching for:
+            // active.
+            let reaching = hi.saturating_sub(c.usage);
+            let active = c
+                .active
+                .map_or(hi, |a| a.min(c.usage).saturating_add(reaching))
+                .min(hi);
+            let offset = mul_div(active, keep, 100);
+            (hi, c.lo(), active, offset)
+        })
+        .collect();
+    let extra: u64 = parts.iter().map(|p| p.3).fold(0, u64::saturating_add);
+    let capacity2 = capacity.saturating_add(extra);
+    let slots = |with_floor: bool| -> Vec<Slot> {
+        order
+            .iter()
+            .zip(&parts)
+            .flat_map(|(&i, &(hi, lo, active, offset))| {
+                let w = cgroups[i].weight;
+                let lo = if with_floor { lo } else { 0 };
+                [
+                    Slot::new(w * 100, lo.min(active), active),
+                    Slot::new(
+                        w * u32::from(100 - tax),
+                        offset.saturating_add(lo.saturating_sub(active)),
+                        offset.saturating_add(hi - active),
+                    ),
+                ]
+            })
+            .collect()
+    };
+    let join = |shares: &[u64]| -> Vec<u64> {
+        parts
+            .iter()
+            .enumerate()
+            .map(|(k, p)| {
+                shares[2 * k]
+                    .saturating_add(shares[2 * k + 1])
+                    .saturating_sub(p.3)
+            })
+            .collect()
+    };
+    let fill = water_fill_level(capacity2, &slots(true));
+    let entitled = join(&water_fill(capacity2, &slots(false)));
+    let level_shares = order
+        .iter()
+        .zip(&parts)
+        .map(|(&i, &(_, _, active, _))| {
+            let w = cgroups[i].weight;
+            let full = fill.level.share(w * 100)?;
+            let idle = fill.level.share(w * u32::from(100 - tax))?;
+            Some(
+                full.min(active)
+                    .saturating_add(idle.saturating_sub(mul_div(active, keep, 100))),
+            )
+        })
+        .collect();
+    let level = match fill.level {
+        // The level is per unit of the scaled weight (×100): the same `λ` per unit of weight.
+        Level::Exact { num, den } => Level::Exact {
+            num: num * 100,
+            den,
+        },
+        other => other,
+    };
+    (
+        Fill {
+            shares: join(&fill.shares),
+            level,
+        },
+        entitled,
+        level_shares,
+    )
+}
+
+fn mul_div(v: u64, num: u64, den: u64) -> u64 {
+    saturate_u64(u128::from(v) * u128::from(num) / u128::from(den.max(1)))
 }
 
 fn validate(cgroups: &[CgroupInput]) -> Result<(), PolicyError> {
@@ -374,7 +522,7 @@ fn saturate_u64(v: u128) -> u64 {
     u64::try_from(v).unwrap_or(u64::MAX)
 }
 
-fn reason(c: &CgroupInput, target: u64, level: &Level) -> Reason {
+fn reason(c: &CgroupInput, target: u64, level: &Level, level_share: Option<u64>) -> Reason {
     let capped = c.max.is_some_and(|m| m < c.usage);
     match level {
         Level::Floors => Reason::Overcommitted,
@@ -382,7 +530,7 @@ fn reason(c: &CgroupInput, target: u64, level: &Level) -> Reason {
         Level::Unconstrained => Reason::NoPressure,
         Level::Exact { .. } => {
             let lo = c.lo();
-            if target == lo && level.share_cmp(c.weight, lo) == Some(std::cmp::Ordering::Less) {
+            if target == lo && level_share.is_some_and(|s| s < lo) {
                 Reason::AtFloor
             } else if capped && target == c.hi() {
                 Reason::CappedByMax

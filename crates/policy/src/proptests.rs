@@ -34,6 +34,7 @@ prop_compose! {
                 floor,
                 max,
                 demand: None,
+                active: None,
             })
             .collect();
         let demand: u128 = cgroups.iter().map(|c| u128::from(c.hi())).sum();
@@ -215,5 +216,38 @@ proptest! {
                 prop_assert!(left <= right, "slot {i} {a:?}={} vs slot {j} {b:?}={}", t[i], t[j]);
             }
         }
+    }
+}
+
+proptest! {
+    /// The taxed plan keeps the plain plan's bounds and pool, equals it at 0 % or with all
+    /// memory active, and never gives a cgroup with idle memory more than the plain plan does
+    /// when every other cgroup is all active.
+    #[test]
+    fn idle_tax_keeps_bounds_and_pool(
+        (capacity, cgs) in inputs(1 << 34),
+        tax in 0u8..=99,
+        idle_permille in proptest::collection::vec(0u64..=1000, 12),
+    ) {
+        let taxed: Vec<CgroupInput> = cgs
+            .iter()
+            .zip(&idle_permille)
+            .map(|(c, &p)| CgroupInput { active: Some(c.usage - c.usage / 1000 * p), ..c.clone() })
+            .collect();
+        let p = plan_with_tax(capacity, &taxed, tax).expect("valid");
+        let plain = plan(capacity, &cgs).expect("valid");
+        prop_assert_eq!(p.pressure, plain.pressure);
+        for (c, d) in taxed.iter().zip(&p.decisions) {
+            prop_assert!(d.target >= c.lo() && d.target <= c.hi(), "{} outside [{}, {}]", d.target, c.lo(), c.hi());
+        }
+        let sum: u128 = p.decisions.iter().map(|d| u128::from(d.target)).sum();
+        if plain.pressure && !plain.overcommitted {
+            prop_assert_eq!(sum, u128::from(capacity));
+        }
+        if tax == 0 {
+            prop_assert_eq!(targets(&p), targets(&plain));
+        }
+        let all_active: Vec<CgroupInput> = cgs.iter().map(|c| CgroupInput { active: Some(c.usage), ..c.clone() }).collect();
+        prop_assert_eq!(targets(&plan_with_tax(capacity, &all_active, tax).expect("valid")), targets(&plain));
     }
 }

@@ -12,6 +12,7 @@ fn cg(name: &str, usage: u64, weight: u32) -> CgroupInput {
         floor: 0,
         max: None,
         demand: None,
+        active: None,
     }
 }
 
@@ -265,4 +266,57 @@ fn reason_kinds_are_stable() {
     assert_eq!(Reason::AboveShare { by: 1 }.kind(), "above_share");
     assert_eq!(Reason::Overcommitted.to_string(), "floors overcommitted");
     assert_eq!(Reason::WithinShare.to_string(), "within weighted share");
+}
+
+/// The idle tax (issue 11): an idle cgroup gives its memory up before active ones; with all
+/// memory active, or at 0 %, it is the plain plan.
+#[test]
+fn idle_tax_takes_idle_memory_first() {
+    let with = |name: &str, usage: u64, active: u64| CgroupInput {
+        active: Some(active * MIB),
+        ..cg(name, usage * MIB, 1)
+    };
+    let cgs = [
+        with("idle", 250, 0),
+        with("a", 250, 250),
+        with("b", 250, 250),
+    ];
+    let plain = plan(600 * MIB, &cgs).expect("valid");
+    assert_eq!(
+        targets_mib(&plain),
+        [200, 200, 200],
+        "weights alone: equal shares"
+    );
+    let taxed = plan_with_tax(600 * MIB, &cgs, 75).expect("valid");
+    // λ = 400 MiB: a and b hold their 250 active, the idle one a quarter of its share.
+    assert_eq!(targets_mib(&taxed), [100, 250, 250]);
+    assert_eq!(
+        taxed.decisions.iter().map(|d| d.target).sum::<u64>(),
+        600 * MIB
+    );
+    assert_eq!(taxed.decisions[0].level_share, Some(100 * MIB));
+    // a: all 250 active, then a quarter of the 150 above it: 287.5 MiB.
+    assert_eq!(taxed.decisions[1].level_share, Some(575 * MIB / 2));
+    assert_eq!(plan_with_tax(600 * MIB, &cgs, 0).expect("valid"), plain);
+    // All active: the tax changes nothing.
+    let active: Vec<CgroupInput> = cgs
+        .iter()
+        .map(|c| CgroupInput {
+            active: Some(c.usage),
+            ..c.clone()
+        })
+        .collect();
+    assert_eq!(
+        targets_mib(&plan_with_tax(600 * MIB, &active, 75).expect("valid")),
+        targets_mib(&plan(600 * MIB, &active).expect("valid"))
+    );
+    // Half idle: the active half is kept first, the idle half taxed.
+    let half = [with("x", 400, 200), with("y", 400, 400)];
+    let p = plan_with_tax(600 * MIB, &half, 75).expect("valid");
+    // x: 200 + (λ − 200)/4, y: min(λ, 400): λ = 360 → x 240, y 360.
+    assert_eq!(targets_mib(&p), [240, 360]);
+    assert_eq!(
+        plan_with_tax(1, &half, 100),
+        Err(PolicyError::InvalidTax { tax: 100 })
+    );
 }

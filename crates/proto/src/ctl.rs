@@ -302,6 +302,11 @@ pub struct Pool {
     /// the PSI cut.
     #[serde(default)]
     pub own_stall: f64,
+    /// Bytes of the capacity kept for the guards above the targets of cgroups held back (with
+    /// `reclaim`, memory.high sits a `guard` above the target): the policy shares
+    /// `capacity − guards`.
+    #[serde(default)]
+    pub guards: u64,
     /// TU: total usage of the managed cgroups.
     pub total_usage: u64,
     /// TW: total weight.
@@ -874,6 +879,7 @@ mod tests {
             psi_cut: 0,
             reserve: 0,
             own_stall: 0.0,
+            guards: 0,
             total_usage: 6000 << 20,
             total_weight: 6,
             pressure: true,

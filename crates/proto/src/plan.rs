@@ -164,6 +164,7 @@ impl PlanFile {
                 floor: c.min.map_or(0, Size::bytes),
                 max: c.max.map(Size::bytes),
                 demand: None,
+                active: None,
             })
             .collect()
     }
