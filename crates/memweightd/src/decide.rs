@@ -4,8 +4,12 @@
 //! this module turns that into `memory.high`, `memory.low` and `memory.reclaim` values while
 //! keeping the daemon's safety rules:
 //!
+//! * usage is moved toward the target with `memory.reclaim`, and `memory.high` is kept a guard
+//!   above where usage goes (`guard`; none where memory.reclaim is missing, so memory.high is
+//!   then the brake): reclaim before throttling;
 //! * `memory.high` is never below the cgroup's floor (configured `min`, what cannot be reclaimed
-//!   because there is no swap room for it, and an absolute minimum);
+//!   because there is no swap room for it, and an absolute minimum), and memory.reclaim never
+//!   takes usage below it or the target;
 //! * it drops by at most the larger of `max_step` and half the distance to the ceiling per
 //!   tick (raising is never limited), so it never passes the ceiling and settles in a few ticks;
 //! * it never goes above the cgroup's original value (the operator's own limit: the value at
@@ -591,7 +595,7 @@ mod tests {
     }
 
     #[test]
-    fn reclaim_only_for_usage_above_a_limit_already_set() {
+    fn without_a_guard_reclaim_takes_only_usage_above_the_limit_in_force() {
         let w = decide(
             &obs(300 * MIB, Limit::Max),
             &orig(),

@@ -440,6 +440,87 @@ mod tests {
             .collect()
     }
 
+    /// Regression (issue 11, lab run 2026-11-24 16:05 UTC): with memory.high a guard above
+    /// each target and the pool shared as if there were no guards, the cgroups' refaults into
+    /// their guards took MemAvailable from the reserve to 0–7 MiB. The guards of the cgroups
+    /// held back now come out of the pool: targets plus guards fit in it.
+    #[test]
+    fn regression_guards_ate_the_reserve() {
+        let sample = |current: u64| CgroupSample {
+            current,
+            stat: MemoryStat::default(),
+            pressure: Some(psi(0.0)),
+            events: MemoryEvents::default(),
+            swap_current: Some(0),
+            swap_max: Some(Limit::Max),
+            high: Limit::Max,
+            low: Limit::Bytes(0),
+            min: Limit::Bytes(0),
+            max: Limit::Max,
+        };
+        let cg = |current: u64, weight: u32| Cg {
+            sample: sample(current),
+            settings: Settings {
+                weight,
+                min: 0,
+                max: None,
+            },
+            originals: Originals {
+                high: Limit::Max,
+                low: Limit::Bytes(0),
+            },
+            provisional: false,
+        };
+        let cgs = [cg(300 * MIB, 1), cg(300 * MIB, 2)];
+        let capacity = CapacityConfig {
+            mode: CapacityMode::Fixed,
+            fixed: Some(Amount::Bytes(400 * MIB)),
+            ..CapacityConfig::default()
+        };
+        let host = HostSample {
+            mem_total: 1 << 30,
+            mem_available: 0,
+            mem_free: 0,
+            swap_total: 1 << 30,
+            swap_free: 1 << 30,
+            psi: None,
+        };
+        let names = names(&cgs);
+        let rows = rows(&cgs, &names);
+        for (guard, reserved) in [(0.0, 0), (8.0, 32 * MIB)] {
+            let law = Law {
+                capacity: &capacity,
+                min_floor: 16 * MIB,
+                max_step: Amount::Percent(100.0),
+                reclaim: true,
+                guard: Amount::Percent(guard),
+                idle_tax: 0,
+            };
+            let out = step(&law, &rows, &host, None, PsiCut(0));
+            assert!(
+                out.guards.abs_diff(reserved) <= 1,
+                "8 % of the first plan's 400 MiB of targets: {}",
+                out.guards
+            );
+            let highs: u64 = out
+                .cgroups
+                .iter()
+                .map(|c| match c.writes.high {
+                    Some(Limit::Bytes(h)) => h,
+                    other => panic!("memory.high not lowered: {other:?}"),
+                })
+                .sum();
+            assert!(
+                highs <= 400 * MIB + 2 * decide::PAGE,
+                "guard {guard} %: Σ high {highs}"
+            );
+            assert!(
+                highs + 8 * MIB >= 400 * MIB,
+                "the pool is used: Σ high {highs}"
+            );
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
