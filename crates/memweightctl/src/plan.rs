@@ -1,8 +1,9 @@
-//! `memweightctl plan FILE|-`: the daemon's policy, offline.
+//! `memweightctl plan FILE|-`: the daemon's policy and control law, offline.
 //!
-//! Reads a plan file (see `memweight_proto::plan`), runs `memweight_policy::plan` on it and
-//! prints a table or the `PlanOutput` JSON. Without `--output`, a terminal gets the table and
-//! a pipe gets JSON.
+//! Reads a plan file (see `memweight_proto::plan`), runs `memweight_policy::plan` on it for the
+//! targets and one tick of the daemon's own law (`memweightd::offline`) for the writes it
+//! would make from the state the file gives, and prints a table or the `PlanOutput` JSON.
+//! Without `--output`, a terminal gets the table and a pipe gets JSON.
 
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
@@ -29,9 +30,7 @@ pub(crate) struct PlanArgs {
 pub(crate) fn run(args: &PlanArgs) -> Result<(), Failure> {
     let (label, text) = read_input(&args.file)?;
     let file = PlanFile::from_json(&text).map_err(|e| Failure::bad_input(&label, e))?;
-    let plan = memweight_policy::plan(file.capacity.bytes(), &file.inputs())
-        .map_err(|e| Failure::bad_input(&label, e))?;
-    let output = PlanOutput::from(&plan);
+    let output = memweightd::offline::plan(&file).map_err(|e| Failure::bad_input(&label, e))?;
     let format = args.output.unwrap_or(if std::io::stdout().is_terminal() {
         OutputFormat::Table
     } else {
@@ -85,6 +84,9 @@ fn render_table(out: &PlanOutput) -> String {
         "TARGET",
         "RECLAIM",
         "ENTITLEMENT",
+        "WRITE HIGH",
+        "WRITE LOW",
+        "RECLAIM NOW",
         "REASON",
     ]);
     for c in &out.cgroups {
@@ -97,6 +99,12 @@ fn render_table(out: &PlanOutput) -> String {
             human::bytes(c.target).to_string(),
             human::bytes(c.reclaim).to_string(),
             human::bytes(c.entitlement).to_string(),
+            write(c.writes.as_ref().and_then(|w| w.memory_high.as_deref())),
+            write(c.writes.as_ref().and_then(|w| w.memory_low.as_deref())),
+            c.writes
+                .as_ref()
+                .and_then(|w| w.memory_reclaim)
+                .map_or_else(|| "-".to_owned(), |b| human::bytes(b).to_string()),
             c.reason.clone(),
         ]);
     }
@@ -105,13 +113,31 @@ fn render_table(out: &PlanOutput) -> String {
         (true, false) => "under pressure",
         (true, true) => "under pressure, floors overcommitted",
     };
+    let guards = if out.guards > 0 {
+        format!(
+            "; the daemon keeps {} of it for memory.high guards",
+            human::bytes(out.guards)
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "capacity {}, total usage {}, total weight {}: {state}\n\n{}",
+        "capacity {}, total usage {}, total weight {}: {state}{guards}\n\n{}",
         human::bytes(out.capacity),
         human::bytes(out.total_usage),
         out.total_weight,
         table.render()
     )
+}
+
+/// A control-file value from the writes (`"max"` or bytes) in human form; `-` when not written.
+fn write(value: Option<&str>) -> String {
+    match value {
+        None => "-".to_owned(),
+        Some(v) => v
+            .parse::<u64>()
+            .map_or_else(|_| v.to_owned(), |b| human::bytes(b).to_string()),
+    }
 }
 
 #[cfg(test)]
@@ -126,8 +152,7 @@ mod tests {
                 {"name": "c3", "usage": "2000M", "weight": 3}]}"#,
         )
         .expect("valid");
-        let plan = memweight_policy::plan(file.capacity.bytes(), &file.inputs()).expect("valid");
-        let text = render_table(&PlanOutput::from(&plan));
+        let text = render_table(&memweightd::offline::plan(&file).expect("valid"));
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].contains("under pressure"), "{text}");
         assert!(lines[2].starts_with("NAME   WEIGHT   USAGE"), "{text}");

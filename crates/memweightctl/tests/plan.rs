@@ -90,6 +90,17 @@ fn seed_example_gives_the_seed_row() {
         v["cgroups"][2]["exceed"],
         -1000 * i64::try_from(MIB).expect("small")
     );
+    // The daemon's writes from that state (all at `max`, 2000 MiB each): container1 and 2 are
+    // held back, so their guards come out of the pool and memory.high comes down one step.
+    assert!(v["guards"].as_u64().expect("guards") > 0);
+    for i in 0..2 {
+        let high: u64 = v["cgroups"][i]["writes"]["memory_high"]
+            .as_str()
+            .expect("memory.high is written")
+            .parse()
+            .expect("bytes");
+        assert!(high < 2000 * MIB && high > targets[i], "{i}: {high}");
+    }
 }
 
 #[test]

@@ -37,6 +37,7 @@ pub mod controller;
 pub mod decide;
 pub mod desk;
 pub mod metrics;
+pub mod offline;
 pub mod resident;
 pub mod server;
 pub mod state;

@@ -29,6 +29,10 @@ pub struct PlanFile {
     pub capacity: Size,
     /// The cgroups, in the order the output should list them.
     pub cgroups: Vec<PlanCgroup>,
+    /// The daemon's settings the writes are computed with, as in its configuration file
+    /// (`guard`, `max_step`, `min_floor`, `reclaim`, `idle_tax`, ...); absent: its defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// One cgroup of a [`PlanFile`].
@@ -49,6 +53,15 @@ pub struct PlanCgroup {
     /// Ceiling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<Size>,
+    /// Its memory.high now (absent: `max`); taken as the operator's own, never exceeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub high: Option<Size>,
+    /// Its memory.low now (absent: 0); taken as the operator's own, never undercut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub low: Option<Size>,
+    /// Bytes of its usage on the kernel's active LRU lists, for `idle_tax` (absent: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active: Option<Size>,
 }
 
 const fn default_weight() -> u64 {
@@ -185,6 +198,10 @@ pub struct PlanOutput {
     pub overcommitted: bool,
     /// One entry per cgroup, in input order.
     pub cgroups: Vec<PlanOutputCgroup>,
+    /// Bytes of the capacity the daemon would keep for the memory.high guards above the
+    /// targets of cgroups it holds back (0 where no writes were computed).
+    #[serde(default)]
+    pub guards: u64,
 }
 
 /// One cgroup of a [`PlanOutput`].
@@ -211,6 +228,22 @@ pub struct PlanOutputCgroup {
     /// Machine reason: `no_pressure`, `above_share`, `within_share`, `at_floor`,
     /// `capped_by_max`, `overcommitted`.
     pub reason_kind: String,
+    /// What memweightd would write to this cgroup in one tick from the given state (`None`
+    /// where not computed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writes: Option<PlanWrites>,
+}
+
+/// The writes memweightd's control law makes for one cgroup in one tick; `None` leaves a
+/// file alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanWrites {
+    /// New memory.high: bytes, or `"max"`.
+    pub memory_high: Option<String>,
+    /// New memory.low: bytes, or `"max"`.
+    pub memory_low: Option<String>,
+    /// Bytes asked of memory.reclaim.
+    pub memory_reclaim: Option<u64>,
 }
 
 impl From<&Plan> for PlanOutput {
@@ -235,8 +268,10 @@ impl From<&Plan> for PlanOutput {
                     entitlement: d.entitlement,
                     reason: d.reason.to_string(),
                     reason_kind: d.reason.kind().to_owned(),
+                    writes: None,
                 })
                 .collect(),
+            guards: 0,
         }
     }
 }
