@@ -615,7 +615,7 @@ fn write_timeseries(
     let mut csv = String::from(
         "t,cgroup,weight,present,current,high,low,swap,psi_some10,psi_full10,ops_per_s,\
          events_high,events_max,events_oom_kill,target,host_mem_available,host_swap_used,\
-         host_psi_some10,host_psi_full10,pressure_size,pressure_current,daemon_alive\n",
+         host_psi_some10,host_psi_full10,pressure_size,pressure_current,daemon_alive,host_mem_free\n",
     );
     for s in &results.samples {
         for (i, c) in s.cgroups.iter().enumerate() {
@@ -633,7 +633,7 @@ fn write_timeseries(
             });
             let _ = writeln!(
                 csv,
-                "{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 s.t,
                 c.name,
                 weight,
@@ -656,6 +656,7 @@ fn write_timeseries(
                 s.pressure_size,
                 opt(s.pressure_current),
                 opt(s.daemon_alive),
+                opt(s.host.mem_free),
             );
         }
     }

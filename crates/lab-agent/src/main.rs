@@ -906,6 +906,7 @@ impl Lab {
             cgroups,
             host: HostSample {
                 mem_available: meminfo.map(|m| m.mem_available),
+                mem_free: meminfo.map(|m| m.mem_free),
                 swap_used,
                 psi_some10,
                 psi_full10,

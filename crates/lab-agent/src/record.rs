@@ -93,6 +93,9 @@ pub struct CgroupSample {
 pub struct HostSample {
     /// `MemAvailable` in bytes.
     pub mem_available: Option<u64>,
+    /// `MemFree` in bytes: what the zone watermarks are compared with.
+    #[serde(default)]
+    pub mem_free: Option<u64>,
     /// `SwapTotal − SwapFree` in bytes.
     pub swap_used: Option<u64>,
     /// `/proc/pressure/memory` some avg10.
@@ -200,6 +203,7 @@ mod tests {
             ],
             host: HostSample {
                 mem_available: Some(64 << 20),
+                mem_free: Some(32 << 20),
                 psi_some10: Some(12.5),
                 ..HostSample::default()
             },
