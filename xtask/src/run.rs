@@ -462,7 +462,6 @@ fn execute(
     let timeout = Duration::from_secs(scenario.duration + scenario.duration / 4 + overhead);
     let qmp_path =
         std::env::temp_dir().join(format!("mwlab-{}-{name}-{k}.qmp", std::process::id()));
-    let mut balloon = BalloonDriver::new(scenario, &qmp_path);
     eprintln!(
         "lab: booting {} with {} RAM, {} CPUs (timeout {}s)",
         kf.release,
@@ -470,30 +469,49 @@ fn execute(
         scenario.cpus,
         timeout.as_secs()
     );
-    let mut decoder = Decoder::default();
     let tag = format!("[{k} {name}]");
-    let outcome = vm::boot(
-        &vm::Boot {
-            kernel: kf.vmlinuz.clone(),
-            initrd,
-            ram_mib: scenario.ram.0 >> 20,
-            cpus: scenario.cpus,
-            timeout,
-            console_log: out.join("console.log"),
-            append: if host { vm::HOST_APPEND } else { vm::APPEND }.to_owned(),
-            disk: disk.as_ref().map(|(image, _)| image.clone()),
-            console2: host.then(|| out.join("kernel.log")),
-            qmp: host.then(|| qmp_path.clone()),
-        },
-        |line| {
-            if let Some(progress) = decoder.feed(line) {
-                println!("{tag} {progress}");
-            }
-            if let Some(t) = decoder.last_sample_t() {
-                balloon.at(t);
-            }
-        },
-    )?;
+    let mut attempt = 1;
+    let (outcome, decoder, balloon) = loop {
+        let mut balloon = BalloonDriver::new(scenario, &qmp_path);
+        let mut decoder = Decoder::default();
+        let outcome = vm::boot(
+            &vm::Boot {
+                kernel: kf.vmlinuz.clone(),
+                initrd: initrd.clone(),
+                ram_mib: scenario.ram.0 >> 20,
+                cpus: scenario.cpus,
+                timeout,
+                console_log: out.join("console.log"),
+                append: if host { vm::HOST_APPEND } else { vm::APPEND }.to_owned(),
+                disk: disk.as_ref().map(|(image, _)| image.clone()),
+                console2: host.then(|| out.join("kernel.log")),
+                qmp: host.then(|| qmp_path.clone()),
+            },
+            |line| {
+                if let Some(progress) = decoder.feed(line) {
+                    println!("{tag} {progress}");
+                }
+                if let Some(t) = decoder.last_sample_t() {
+                    balloon.at(t);
+                }
+            },
+        )?;
+        if !boot_panic_before_agent(&outcome, &decoder) || attempt == BOOT_ATTEMPTS {
+            break (outcome, decoder, balloon);
+        }
+        // A kernel that panics before the agent's first record never ran our code: under TCG
+        // with two vCPUs the guest kernel's own code patching (int3 while text_poke rewrites a
+        // static call) rarely traps during boot (docs/lab.md, "Boot panics under TCG").
+        let kept = out.join(format!("console-boot-panic-{attempt}.log"));
+        let _ = fs::rename(out.join("console.log"), &kept);
+        eprintln!(
+            "lab: {name} on {k}: the guest kernel panicked while booting, before the agent \
+             started (kept in {}); booting again ({}/{BOOT_ATTEMPTS})",
+            kept.display(),
+            attempt + 1
+        );
+        attempt += 1;
+    };
     let _ = fs::remove_file(&qmp_path);
     fs::write(out.join("balloon.csv"), &balloon.csv)
         .with_context(|| format!("cannot write {}", out.join("balloon.csv").display()))?;
@@ -550,6 +568,15 @@ fn execute(
         Some(&summary),
     )?;
     Ok(Report { summary, checks })
+}
+
+/// How often a guest may be booted for one run when its kernel panics before the agent starts.
+const BOOT_ATTEMPTS: u32 = 3;
+
+/// True when the guest kernel panicked before the agent's first record: a boot failure of the
+/// emulated machine, not a result of the run.
+fn boot_panic_before_agent(outcome: &vm::Outcome, decoder: &Decoder) -> bool {
+    outcome.panicked && decoder.partial().hello.is_none()
 }
 
 fn safe_relative(name: &str) -> Option<PathBuf> {
@@ -666,6 +693,31 @@ fn write_timeseries(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn regression_boot_panic_failed_ci_instead_of_booting_again() {
+        let outcome = |panicked| vm::Outcome {
+            timed_out: false,
+            panicked,
+            exit: "exit status: 0".into(),
+            tail: Vec::new(),
+            wall: Duration::ZERO,
+        };
+        let fresh = Decoder::default();
+        let mut started = Decoder::default();
+        let hello = lab_agent::record::Record::Hello(lab_agent::record::Hello {
+            kernel: "6.12".into(),
+            mem_total: 1,
+            cpus: 2,
+            agent: "0".into(),
+        });
+        started.feed(&lab_agent::frame::encode(0, &hello).expect("encodes"));
+        // Panic while booting: boot again.
+        assert!(boot_panic_before_agent(&outcome(true), &fresh));
+        // A panic once the agent runs is a result of the run: never retried.
+        assert!(!boot_panic_before_agent(&outcome(true), &started));
+        assert!(!boot_panic_before_agent(&outcome(false), &fresh));
+    }
 
     #[test]
     fn guest_file_names_cannot_escape() {
