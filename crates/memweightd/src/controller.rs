@@ -24,7 +24,7 @@ use crate::config::{Config, Rules, Settings};
 use crate::containers::{self, Containers, LabelError, Snapshot};
 use crate::decide::{self, Originals, Writes};
 use crate::state::{Original, Override, State, StateStore};
-use crate::step::{self, CgroupStep, Law, Row, Step, held, limit_above};
+use crate::step::{self, CgroupStep, Law, Row, Step, effective_guard, held, limit_above};
 
 /// Errors that stop the daemon from starting or running.
 #[derive(Debug, thiserror::Error)]
@@ -958,7 +958,11 @@ impl Controller {
                 // vs cache, swap) moves: such a cgroup is always sampled in full.
                 Some((now, high, low))
                     if now.abs_diff(last.current) <= STEADY_BYTES.max(last.current / 64)
-                        && !held(now, high, self.cfg.guard) =>
+                        && !held(
+                            now,
+                            high,
+                            effective_guard(self.cfg.reclaim, self.cfg.guard, m.reclaim_supported),
+                        ) =>
                 {
                     let mut s = (**last).clone();
                     s.current = now;

@@ -243,8 +243,15 @@ pub fn held(current: u64, high: Limit, guard: Amount) -> bool {
 /// The guard in force for a row: [`Law::guard`] where memory.reclaim moves usage, none where
 /// memory.high alone is the brake.
 fn guard_of(law: &Law<'_>, reclaim_supported: bool) -> Amount {
-    if law.reclaim && reclaim_supported {
-        law.guard
+    effective_guard(law.reclaim, law.guard, reclaim_supported)
+}
+
+/// The guard a cgroup's memory.high keeps above its target: the configured one where the
+/// daemon reclaims (`reclaim` on and the cgroup has memory.reclaim), else none.
+#[must_use]
+pub fn effective_guard(reclaim: bool, guard: Amount, reclaim_supported: bool) -> Amount {
+    if reclaim && reclaim_supported {
+        guard
     } else {
         Amount::Bytes(0)
     }

@@ -838,6 +838,33 @@ async fn steady_cgroups_cost_one_read_and_never_hide_an_operator_change() {
     );
 }
 
+/// Regression (issue 11 review): the steady-sampling check counted the reclaim guard even with
+/// `reclaim = false`, where memory.high has no guard above the target: a cgroup at 92 % of an
+/// operator's memory.high counted as held and was sampled in full every tick.
+#[tokio::test]
+async fn regression_steady_check_counted_the_guard_with_reclaim_off() {
+    let tree = Tree::new();
+    tree.cg(0).set_high(Limit::Bytes(1000 * MIB));
+    tree.cg(0).set_current(920 * MIB);
+    let mut ctl = tree.controller(&format!("reclaim = false\n{ROOMY}"));
+    for _ in 0..3 {
+        ctl.tick().await.expect("tick");
+    }
+    let stat = tree.cg(0).path().join("memory.stat");
+    std::fs::remove_file(&stat).expect("remove");
+    std::fs::create_dir(&stat).expect("mkdir");
+    let before = ctl.counters().read_errors;
+    for _ in 0..20 {
+        ctl.tick().await.expect("tick");
+    }
+    let failed = ctl.counters().read_errors - before;
+    assert!(
+        (1..=3).contains(&failed),
+        "{failed} full samples in 20 ticks of a steady cgroup 80 MiB under its memory.high \
+         (want 2: every tenth tick)"
+    );
+}
+
 /// Regression (issue 9, found in the lab at 10,000 cgroups): SIGTERM was taken only between
 /// ticks, so a stop waited for a long first tick (36 s under TCG). The stop flag now ends a
 /// tick before its next cgroup.
