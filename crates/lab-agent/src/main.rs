@@ -264,6 +264,8 @@ struct Workload {
     name: String,
     dir: PathBuf,
     child: Option<Child>,
+    /// A client run beside it, outside the cgroup (`client` in the scenario).
+    client: Option<Child>,
     removed: bool,
     /// Host guest: where podman writes the container id, until the cgroup is known.
     cidfile: Option<PathBuf>,
@@ -337,6 +339,7 @@ impl Lab {
                 name: c.name.clone(),
                 dir,
                 child: None,
+                client: None,
                 removed: false,
                 cidfile: None,
             });
@@ -389,6 +392,7 @@ impl Lab {
                 // Unknown until podman names the container; sampled as absent until then.
                 dir: PathBuf::from(format!("/sys/fs/cgroup/machine.slice/pending-{}", c.name)),
                 child: None,
+                client: None,
                 removed: false,
                 cidfile: Some(Path::new(WORK_DIR).join(format!("{}.cid", c.name))),
             })
@@ -403,7 +407,8 @@ impl Lab {
     }
 
     /// Host guest: finds the cgroups of containers whose id podman has written, and applies
-    /// the scenario's initial limits to them once.
+    /// the scenario's initial limits (and `static_low`) to them once. The parent's
+    /// (`machine.slice`) memory.low is the scenario's to set, with a command.
     fn resolve_containers(&mut self, scenario: &Scenario, em: &mut Emitter) {
         let t = self.now();
         for (w, spec) in self.workloads.iter_mut().zip(&scenario.cgroups) {
@@ -422,7 +427,9 @@ impl Lab {
             {
                 problems.push(format!("{e:#}"));
             }
-            if let Some(low) = spec.initial_low
+            if let Some(low) = spec
+                .initial_low
+                .or(scenario.static_low.get(&spec.name).copied())
                 && let Err(e) = write_file(&dir.join("memory.low"), &low.0.to_string())
             {
                 problems.push(format!("{e:#}"));
@@ -454,6 +461,7 @@ impl Lab {
             for (i, c) in scenario.cgroups.iter().enumerate() {
                 if c.start == tick {
                     self.start_workload(i, &c.argv(), Some(&c.labels), em)?;
+                    self.start_client(i, &c.client_argv(), em)?;
                 }
             }
             if scenario.daemon.enabled && scenario.daemon.start == tick {
@@ -550,9 +558,25 @@ impl Lab {
             }
             None => self.start_in_cgroup(&dir, argv, &log)?,
         };
+        self.read_ops(&name, &mut child);
+        let t = self.now();
+        if let Some(w) = self.workloads.get_mut(index) {
+            w.child = Some(child);
+        }
+        em.event(
+            t,
+            "workload-start",
+            format!("{name}: {}", argv.join(" ")),
+            true,
+        );
+        Ok(())
+    }
+
+    /// Records the JSON lines on `child`'s stdout as `name`'s ops/s.
+    fn read_ops(&self, name: &str, child: &mut Child) {
         if let Some(stdout) = child.stdout.take() {
             let ops = Arc::clone(&self.ops);
-            let name = name.clone();
+            let name = name.to_owned();
             thread::spawn(move || {
                 for line in BufReader::new(stdout).lines() {
                     let Ok(line) = line else { break };
@@ -564,13 +588,27 @@ impl Lab {
                 }
             });
         }
+    }
+
+    /// Starts the cgroup's client (`client` in the scenario), outside every managed cgroup.
+    fn start_client(&mut self, index: usize, argv: &[String], em: &mut Emitter) -> Result<()> {
+        let Some(w) = self.workloads.get(index) else {
+            return Ok(());
+        };
+        if argv.is_empty() {
+            return Ok(());
+        }
+        let name = w.name.clone();
+        let log = Path::new(WORK_DIR).join(format!("client-{name}.stderr"));
+        let mut child = start_logged(argv, &log)?;
+        self.read_ops(&name, &mut child);
         let t = self.now();
         if let Some(w) = self.workloads.get_mut(index) {
-            w.child = Some(child);
+            w.client = Some(child);
         }
         em.event(
             t,
-            "workload-start",
+            "client-start",
             format!("{name}: {}", argv.join(" ")),
             true,
         );
@@ -796,7 +834,7 @@ impl Lab {
         }
         // cgroup.kill takes every process in the cgroup, including the workload's children.
         let _ = write_file(&w.dir.join("cgroup.kill"), "1");
-        if let Some(mut child) = w.child.take() {
+        for mut child in [w.child.take(), w.client.take()].into_iter().flatten() {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -844,6 +882,17 @@ impl Lab {
                     status.success(),
                 );
                 w.child = None;
+            }
+            if let Some(client) = &mut w.client
+                && let Ok(Some(status)) = client.try_wait()
+            {
+                em.event(
+                    t,
+                    "client-exit",
+                    format!("{}: {}", w.name, describe(status)),
+                    status.success(),
+                );
+                w.client = None;
             }
         }
         let mut i = 0;
@@ -977,7 +1026,7 @@ impl Lab {
         }
         for w in &mut self.workloads {
             let _ = write_file(&w.dir.join("cgroup.kill"), "1");
-            if let Some(mut child) = w.child.take() {
+            for mut child in [w.child.take(), w.client.take()].into_iter().flatten() {
                 let _ = child.kill();
                 let _ = child.wait();
             }
@@ -1032,6 +1081,9 @@ impl Lab {
         for w in &self.workloads {
             let text = read(&work.join(format!("workload-{}.stderr", w.name))).unwrap_or_default();
             em.file(&format!("workloads/{}.stderr", w.name), &text);
+            if let Ok(text) = fs::read_to_string(work.join(format!("client-{}.stderr", w.name))) {
+                em.file(&format!("workloads/client-{}.stderr", w.name), &text);
+            }
         }
         em.file(
             "workloads/pressure.stderr",

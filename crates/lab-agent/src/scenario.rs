@@ -250,9 +250,14 @@ pub struct CgroupSpec {
     /// argv of `memweight-workload` (without the program name).
     #[serde(default)]
     pub workload: Option<Vec<String>>,
-    /// A raw argv run instead of the workload program (e.g. busybox tools).
+    /// A raw argv run instead of the workload program (e.g. busybox tools, `redis-server`).
     #[serde(default)]
     pub command: Option<Vec<String>>,
+    /// argv of a `memweight-workload` run beside the cgroup, outside it (host guest: outside
+    /// the container), started with it: a client of the server the cgroup runs. Its ops/s are
+    /// the cgroup's in the results.
+    #[serde(default)]
+    pub client: Option<Vec<String>>,
     /// Seconds after the start at which the workload starts.
     #[serde(default)]
     pub start: u64,
@@ -279,6 +284,15 @@ impl CgroupSpec {
             }
             (None, None) => Vec::new(),
         }
+    }
+
+    /// The client's argv, program first (empty without a client).
+    pub fn client_argv(&self) -> Vec<String> {
+        self.client.as_ref().map_or_else(Vec::new, |args| {
+            let mut v = vec!["memweight-workload".to_owned()];
+            v.extend(args.iter().cloned());
+            v
+        })
     }
 
     /// The demand (`hi` of the water-fill before `max`): `demand`, or the workload's `--size`.

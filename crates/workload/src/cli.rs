@@ -121,6 +121,23 @@ pub enum Mode {
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=60_000))]
         count: u32,
     },
+    /// A client of a Redis server: load KEYS values of VALUE_SIZE bytes, then send one request
+    /// at a time, a GET of a random key or (SET_PCT %) a SET; ops are requests answered (the
+    /// load does not count). Waits up to 3 minutes for the server to accept connections.
+    Redis {
+        /// The server, e.g. 127.0.0.1:6379.
+        #[arg(long)]
+        addr: std::net::SocketAddr,
+        /// Size of the dataset (keys = DATASET / VALUE_SIZE).
+        #[arg(long, value_parser = parse_bytes)]
+        dataset: u64,
+        /// Bytes per value (4000 fits the server's allocator's 4 KiB size class with its header).
+        #[arg(long, value_parser = parse_bytes, default_value = "4000")]
+        value_size: u64,
+        /// Percentage of requests that are SETs.
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u8).range(0..=100))]
+        set_pct: u8,
+    },
     /// The floor of sampling cost: every INTERVAL, read the ten files memweightd reads for
     /// each cgroup directly under DIR, with pread on descriptors kept open and no parsing
     /// (new cgroups are opened, vanished ones closed; ops are files read).
@@ -243,6 +260,8 @@ pub enum Work {
         /// How many.
         count: u32,
     },
+    /// See [`Mode::Redis`].
+    Redis(crate::redis_client::RedisPlan),
     /// See [`Mode::Sampler`].
     Sampler {
         /// Parent cgroup.
@@ -262,6 +281,7 @@ impl Work {
             Work::RandomTouch { .. } | Work::Hog(_) | Work::MmapRw { .. } => Unit::Pages,
             Work::IdleConnections { .. } => Unit::Connections,
             Work::Sampler { .. } => Unit::Files,
+            Work::Redis(_) => Unit::Requests,
         }
     }
 
@@ -275,6 +295,7 @@ impl Work {
             Work::MmapRw { .. } => "mmap-rw",
             Work::IdleConnections { .. } => "idle-connections",
             Work::Sampler { .. } => "sampler",
+            Work::Redis(_) => "redis",
         }
     }
 }
@@ -432,6 +453,32 @@ impl Cli {
                 read_pct,
             },
             Mode::IdleConnections { addr, count } => Work::IdleConnections { addr, count },
+            Mode::Redis {
+                addr,
+                dataset,
+                value_size,
+                set_pct,
+            } => {
+                if value_size == 0 || value_size > 512 << 20 {
+                    return Err(usage(format!(
+                        "--value-size {value_size} must be between 1 byte and 512M (Redis's limit)"
+                    )));
+                }
+                let keys = dataset / value_size;
+                if keys == 0 {
+                    return Err(usage(format!(
+                        "--dataset {dataset} holds no value of --value-size {value_size}"
+                    )));
+                }
+                let value_size = usize::try_from(value_size)
+                    .map_err(|_| usage(format!("--value-size {value_size} is too large")))?;
+                Work::Redis(crate::redis_client::RedisPlan {
+                    addr,
+                    keys,
+                    value_size,
+                    set_pct,
+                })
+            }
             Mode::Sampler {
                 dir,
                 interval_ms,

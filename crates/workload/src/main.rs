@@ -1,7 +1,7 @@
 //! `memweight-workload`: the memory workloads the memweight lab runs inside its guest.
 //!
 //! One binary, one mode per run (`random-touch`, `seq-write`, `hog`, `file-write`,
-//! `mmap-rw`, `idle-connections`, `sampler`; see `--help`). Whatever the mode, stdout carries exactly one JSON line per
+//! `mmap-rw`, `idle-connections`, `sampler`, `redis`; see `--help`). Whatever the mode, stdout carries exactly one JSON line per
 //! second, flushed, and nothing else:
 //!
 //! ```text
@@ -15,13 +15,14 @@
 //! Diagnostics go to stderr. Exit codes: 0 done or stopped by a signal, 1 the work failed,
 //! 2 bad arguments (one line on stderr).
 //!
-//! Layout: [`cli`] parses and validates (no I/O), [`modes`] holds the loops, [`meter`] the
+//! Layout: [`cli`] parses and validates (no I/O), [`modes`] holds the loops ([`redis_client`] the Redis client's), [`meter`] the
 //! per-second accounting, [`fill`] page contents and the PRNG, [`sys`] the only unsafe code.
 
 mod cli;
 mod fill;
 mod meter;
 mod modes;
+mod redis_client;
 mod sys;
 
 use std::io::{IsTerminal, Write};

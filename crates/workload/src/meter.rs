@@ -16,6 +16,8 @@ pub enum Unit {
     Connections,
     /// Files read.
     Files,
+    /// Requests answered by a server.
+    Requests,
 }
 
 impl Unit {
@@ -26,6 +28,7 @@ impl Unit {
             Unit::Bytes => "bytes",
             Unit::Connections => "connections",
             Unit::Files => "files",
+            Unit::Requests => "requests",
         }
     }
 }

@@ -86,6 +86,7 @@ pub fn run(work: &Work, env: Env, shared: &Shared) -> Result<()> {
             read_pct,
         } => mmap_rw(*size, file.as_deref(), *read_pct, env, shared),
         Work::IdleConnections { addr, count } => idle_connections(*addr, *count, shared),
+        Work::Redis(plan) => crate::redis_client::run(plan, env, shared),
         Work::Sampler {
             dir,
             interval_ms,
