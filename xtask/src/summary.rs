@@ -74,6 +74,12 @@ pub struct PhaseSummary {
     pub end: u64,
     /// External pressure size, bytes.
     pub pressure: u64,
+    /// Memory the virtio-balloon holds, bytes (host guest).
+    pub balloon: u64,
+    /// Mean ops/s of the highest-weight cgroup over the lowest-weight one's, when weights
+    /// differ: seed 002's Table-2 yardstick (1.0 when the working sets are in the weights'
+    /// ratio and each keeps the same fraction of its own).
+    pub ops_ratio: Option<f64>,
     /// Window start (second half of the phase).
     pub window_start: u64,
     /// Samples in the window.
@@ -89,6 +95,18 @@ pub struct PhaseSummary {
     pub settled_s: Option<u64>,
     /// Per cgroup present over the whole window.
     pub cgroups: Vec<PhaseCgroup>,
+}
+
+/// Ops/s of the highest-weight cgroup over the lowest-weight one's (the first of each in
+/// order), when their weights differ and both have a positive rate.
+fn ops_ratio(cgroups: &[PhaseCgroup]) -> Option<f64> {
+    let hi = cgroups.iter().rev().max_by_key(|c| c.weight)?;
+    let lo = cgroups.iter().min_by_key(|c| c.weight)?;
+    if hi.weight == lo.weight {
+        return None;
+    }
+    let (h, l) = (hi.mean_ops_per_s?, lo.mean_ops_per_s?);
+    (l > 0.0).then(|| h / l)
 }
 
 /// The band around the targets a phase must stay in to count as settled (issue 11: ±5 %).
@@ -285,11 +303,14 @@ pub fn summarize(
                 high_events,
             });
         }
+        let ops_ratio = ops_ratio(&cgroups);
         phases.push(PhaseSummary {
             index,
             start,
             end,
             pressure: scenario.pressure_at(start),
+            balloon: scenario.balloon_at(start),
+            ops_ratio,
             window_start,
             samples: window.len(),
             capacity,
@@ -370,7 +391,7 @@ impl Summary {
         );
         let _ = writeln!(
             s,
-            "{:>5} {:>9} {:>8} {:>6} {:>4} {:>9} {:>9} {:>8} {:>10} {:>7} {:>6} {:>8}",
+            "{:>5} {:>9} {:>8} {:>6} {:>4} {:>9} {:>9} {:>8} {:>10} {:>7} {:>6} {:>8} {:>6}",
             "phase",
             "window",
             "pressure",
@@ -382,7 +403,8 @@ impl Summary {
             "ops/s",
             "settled",
             "avail",
-            "high-ev"
+            "high-ev",
+            "hi/lo"
         );
         for p in &self.phases {
             let settled = p
@@ -394,10 +416,10 @@ impl Summary {
             for c in &p.cgroups {
                 let _ = writeln!(
                     s,
-                    "{:>5} {:>9} {:>7.0}M {:>6} {:>4} {:>8.0}M {:>8.0}M {:>8} {:>10} {:>7} {:>6} {:>8}",
+                    "{:>5} {:>9} {:>7.0}M {:>6} {:>4} {:>8.0}M {:>8.0}M {:>8} {:>10} {:>7} {:>6} {:>8} {:>6}",
                     p.index,
                     format!("{}-{}s", p.window_start, p.end),
-                    mib(p.pressure),
+                    mib(p.pressure + p.balloon),
                     c.name,
                     c.weight,
                     mib(c.target),
@@ -409,7 +431,9 @@ impl Summary {
                     settled,
                     avail,
                     c.high_events
-                        .map_or_else(|| "-".to_owned(), |e| e.to_string())
+                        .map_or_else(|| "-".to_owned(), |e| e.to_string()),
+                    p.ops_ratio
+                        .map_or_else(|| "-".to_owned(), |r| format!("{r:.2}"))
                 );
             }
         }
@@ -420,6 +444,48 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn phase_cgroup(name: &str, weight: u32, ops: Option<f64>) -> PhaseCgroup {
+        PhaseCgroup {
+            name: name.into(),
+            weight,
+            target: 0,
+            mean_usage: 0,
+            error_pct: None,
+            mean_ops_per_s: ops,
+            high_events: None,
+        }
+    }
+
+    #[test]
+    fn ops_ratio_is_the_heaviest_over_the_lightest() {
+        let two = [
+            phase_cgroup("low", 1, Some(1000.0)),
+            phase_cgroup("high", 2, Some(1250.0)),
+        ];
+        assert_eq!(ops_ratio(&two), Some(1.25));
+        let three = [
+            phase_cgroup("c2", 2, Some(10.0)),
+            phase_cgroup("c1", 1, Some(40.0)),
+            phase_cgroup("c3", 3, Some(20.0)),
+        ];
+        assert_eq!(ops_ratio(&three), Some(0.5));
+        let equal = [
+            phase_cgroup("a", 1, Some(1.0)),
+            phase_cgroup("b", 1, Some(2.0)),
+        ];
+        assert_eq!(
+            ops_ratio(&equal),
+            None,
+            "no yardstick without different weights"
+        );
+        let idle = [
+            phase_cgroup("a", 1, Some(0.0)),
+            phase_cgroup("b", 2, Some(2.0)),
+        ];
+        assert_eq!(ops_ratio(&idle), None);
+        assert_eq!(ops_ratio(&[]), None);
+    }
     use lab_agent::record::{CgroupSample, HostSample};
 
     fn sample(t: f64, usage: &[u64]) -> Sample {
