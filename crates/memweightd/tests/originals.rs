@@ -792,6 +792,24 @@ async fn regression_override_of_a_cgroup_removed_while_down_is_dropped() {
     );
 }
 
+/// Full samples of cgroup `i` in `ticks` ticks: its memory.stat is made unreadable (a
+/// directory), so each full sample of it counts one read error; light samples do not read it.
+/// The file is put back before returning.
+async fn full_samples(tree: &Tree, ctl: &mut Controller, i: usize, ticks: u32) -> u64 {
+    let stat = tree.cg(i).path().join("memory.stat");
+    let text = std::fs::read_to_string(&stat).expect("memory.stat");
+    std::fs::remove_file(&stat).expect("remove");
+    std::fs::create_dir(&stat).expect("mkdir");
+    let before = ctl.counters().read_errors;
+    for _ in 0..ticks {
+        ctl.tick().await.expect("tick");
+    }
+    let failed = ctl.counters().read_errors - before;
+    std::fs::remove_dir(&stat).expect("rmdir");
+    std::fs::write(&stat, text).expect("memory.stat back");
+    failed
+}
+
 /// Issue 9 (cost with change): a steady cgroup costs three reads a tick (`memory.current`,
 /// `memory.high`, `memory.low`), its other seven files being read only every tenth tick or
 /// when it moves — and an operator's change to its limits is seen at once.
@@ -803,20 +821,11 @@ async fn steady_cgroups_cost_one_read_and_never_hide_an_operator_change() {
     for _ in 0..3 {
         ctl.tick().await.expect("tick");
     }
-    // c2's memory.stat becomes unreadable: only a full sample of it fails.
-    let stat = tree.cg(1).path().join("memory.stat");
-    std::fs::remove_file(&stat).expect("remove");
-    std::fs::create_dir(&stat).expect("mkdir");
-    let before = ctl.counters().read_errors;
-    for _ in 0..20 {
-        ctl.tick().await.expect("tick");
-    }
-    let failed = ctl.counters().read_errors - before;
+    let failed = full_samples(&tree, &mut ctl, 1, 20).await;
     assert!(
         (1..=3).contains(&failed),
         "{failed} full samples of a steady cgroup in 20 ticks (want 2: every tenth tick)"
     );
-    std::fs::remove_dir(&stat).expect("rmdir");
     tree.cg(1).set_stat(1900 * MIB, 100 * MIB);
 
     // An operator lowers c1's memory.high; then pressure makes the daemon write.
@@ -850,14 +859,7 @@ async fn regression_steady_check_counted_the_guard_with_reclaim_off() {
     for _ in 0..3 {
         ctl.tick().await.expect("tick");
     }
-    let stat = tree.cg(0).path().join("memory.stat");
-    std::fs::remove_file(&stat).expect("remove");
-    std::fs::create_dir(&stat).expect("mkdir");
-    let before = ctl.counters().read_errors;
-    for _ in 0..20 {
-        ctl.tick().await.expect("tick");
-    }
-    let failed = ctl.counters().read_errors - before;
+    let failed = full_samples(&tree, &mut ctl, 0, 20).await;
     assert!(
         (1..=3).contains(&failed),
         "{failed} full samples in 20 ticks of a steady cgroup 80 MiB under its memory.high \
@@ -900,15 +902,8 @@ async fn cgroups_held_at_their_high_are_always_sampled_in_full() {
     for _ in 0..3 {
         ctl.tick().await.expect("tick");
     }
-    let stat = tree.cg(0).path().join("memory.stat");
-    std::fs::remove_file(&stat).expect("remove");
-    std::fs::create_dir(&stat).expect("mkdir");
-    let before = ctl.counters().read_errors;
-    for _ in 0..5 {
-        ctl.tick().await.expect("tick");
-    }
     assert_eq!(
-        ctl.counters().read_errors - before,
+        full_samples(&tree, &mut ctl, 0, 5).await,
         5,
         "a held cgroup was sampled light"
     );
