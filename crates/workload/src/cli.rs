@@ -100,6 +100,10 @@ pub enum Mode {
         repeat: bool,
     },
     /// Random reads/writes of a word per page, on a file-backed mmap (--file) or anonymous memory.
+    ///
+    /// With --passes (seed 001's benchmark): after the fill, N timed read passes then N timed
+    /// write passes, each over --pass-pct % of the pages picked at random; one log line per
+    /// pass (stderr), then exit.
     MmapRw {
         /// Mapped size.
         #[arg(long, value_parser = parse_bytes)]
@@ -108,8 +112,14 @@ pub enum Mode {
         #[arg(long)]
         file: Option<PathBuf>,
         /// Percentage of operations that read (the rest write).
-        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100), conflicts_with = "passes")]
         read_pct: u8,
+        /// Timed passes of each kind (reads, then writes), then exit.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        passes: Option<u64>,
+        /// Pages each pass touches, as a percentage of the mapping (picked with replacement).
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u8).range(1..=100), requires = "passes")]
+        pass_pct: u8,
     },
     /// Open COUNT TCP connections to ADDR that never send a byte, and hold them until stopped
     /// (a hostile local user's connection flood; ops are connections opened).
@@ -252,6 +262,8 @@ pub enum Work {
         file: Option<PathBuf>,
         /// 0..=100.
         read_pct: u8,
+        /// Timed passes instead of running until stopped.
+        passes: Option<Passes>,
     },
     /// See [`Mode::IdleConnections`].
     IdleConnections {
@@ -296,6 +308,26 @@ impl Work {
             Work::IdleConnections { .. } => "idle-connections",
             Work::Sampler { .. } => "sampler",
             Work::Redis(_) => "redis",
+        }
+    }
+}
+
+/// mmap-rw's pass mode: `count` read passes, then `count` write passes, each of `touches`
+/// random pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Passes {
+    /// Passes of each kind (at least 1).
+    pub count: u64,
+    /// Pages touched per pass (at least 1).
+    pub touches: u64,
+}
+
+impl Passes {
+    /// `count` passes over `pct` % of `pages` (rounded up, at least one page).
+    pub fn new(count: u64, pages: u64, pct: u8) -> Passes {
+        Passes {
+            count,
+            touches: (pages.saturating_mul(u64::from(pct)).div_ceil(100)).max(1),
         }
     }
 }
@@ -447,11 +479,17 @@ impl Cli {
                 size,
                 file,
                 read_pct,
-            } => Work::MmapRw {
-                size: whole_pages("size", size, page)?,
-                file,
-                read_pct,
-            },
+                passes,
+                pass_pct,
+            } => {
+                let size = whole_pages("size", size, page)?;
+                Work::MmapRw {
+                    size,
+                    file,
+                    read_pct,
+                    passes: passes.map(|n| Passes::new(n, (size / page) as u64, pass_pct)),
+                }
+            }
             Mode::IdleConnections { addr, count } => Work::IdleConnections { addr, count },
             Mode::Redis {
                 addr,
@@ -570,7 +608,8 @@ mod tests {
             Work::MmapRw {
                 size: 8192,
                 read_pct: 50,
-                file: None
+                file: None,
+                passes: None
             }
         ));
     }
@@ -599,6 +638,26 @@ mod tests {
                 "2G",
             ],
             &["mmap-rw", "--size", "1M", "--read-pct", "101"],
+            &["mmap-rw", "--size", "1M", "--passes", "0"],
+            &["mmap-rw", "--size", "1M", "--pass-pct", "10"],
+            &[
+                "mmap-rw",
+                "--size",
+                "1M",
+                "--passes",
+                "1",
+                "--pass-pct",
+                "0",
+            ],
+            &[
+                "mmap-rw",
+                "--size",
+                "1M",
+                "--passes",
+                "1",
+                "--read-pct",
+                "10",
+            ],
             &["random-touch", "--size", "1M", "--fill", "ones"],
             &["teleport"],
             &[],
@@ -652,8 +711,55 @@ mod tests {
             Work::MmapRw {
                 size: 64 << 20,
                 file: Some("/tmp/m".into()),
-                read_pct: 90
+                read_pct: 90,
+                passes: None
             }
+        );
+    }
+
+    #[test]
+    fn mmap_rw_passes_touch_a_tenth_of_the_pages_by_default() {
+        let tenth = plan(&["mmap-rw", "--size", "40M", "--passes", "3"]).expect("valid");
+        let Work::MmapRw { passes, .. } = tenth.work else {
+            panic!("not mmap-rw: {:?}", tenth.work);
+        };
+        assert_eq!(
+            passes,
+            Some(Passes {
+                count: 3,
+                touches: 1024
+            })
+        );
+        let all = plan(&[
+            "mmap-rw",
+            "--size",
+            "4M",
+            "--passes",
+            "1",
+            "--pass-pct",
+            "100",
+        ])
+        .expect("valid");
+        assert!(matches!(
+            all.work,
+            Work::MmapRw {
+                passes: Some(Passes {
+                    count: 1,
+                    touches: 1024
+                }),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn pass_touches_round_up_to_one_page() {
+        assert_eq!(Passes::new(1, 1, 10).touches, 1);
+        assert_eq!(Passes::new(1, 11, 10).touches, 2);
+        assert_eq!(Passes::new(1, 100, 10).touches, 10);
+        assert_eq!(
+            Passes::new(1, u64::MAX, 100).touches,
+            u64::MAX.div_ceil(100)
         );
     }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::cli::{HogPlan, Work};
+use crate::cli::{HogPlan, Passes, Work};
 use crate::fill::{Fill, XorShift, read_word, write_word};
 use crate::sys::Region;
 
@@ -84,7 +84,8 @@ pub fn run(work: &Work, env: Env, shared: &Shared) -> Result<()> {
             size,
             file,
             read_pct,
-        } => mmap_rw(*size, file.as_deref(), *read_pct, env, shared),
+            passes,
+        } => mmap_rw(*size, file.as_deref(), *read_pct, *passes, env, shared),
         Work::IdleConnections { addr, count } => idle_connections(*addr, *count, shared),
         Work::Redis(plan) => crate::redis_client::run(plan, env, shared),
         Work::Sampler {
@@ -401,6 +402,7 @@ fn mmap_rw(
     size: usize,
     file: Option<&Path>,
     read_pct: u8,
+    passes: Option<Passes>,
     env: Env,
     shared: &Shared,
 ) -> Result<()> {
@@ -427,10 +429,20 @@ fn mmap_rw(
         }
     };
     let mut rng = XorShift::new(env.seed);
+    let filling = Instant::now();
     if !fault_in(&mut region, 0, env, &mut rng, shared) {
         return Ok(());
     }
     let pages = (size / env.page) as u64;
+    tracing::info!(
+        pages,
+        secs = filling.elapsed().as_secs_f64(),
+        "mapping filled"
+    );
+    if let Some(passes) = passes {
+        timed_passes(&mut region, passes, env, &mut rng, shared);
+        return Ok(());
+    }
     let read_below = u64::from(read_pct);
     let mut sink = 0u64;
     let mut seq = 0u64;
@@ -453,6 +465,80 @@ fn mmap_rw(
     }
     std::hint::black_box(sink);
     Ok(())
+}
+
+/// What a pass does to each page it picks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PassKind {
+    /// Reads the page's first word.
+    Read,
+    /// Writes the page's first word.
+    Write,
+}
+
+/// Seed 001's benchmark on a filled mapping: `passes.count` read passes, then as many write
+/// passes, each touching `passes.touches` pages picked at random (with replacement), each
+/// timed and logged. Stops early, without logging the unfinished pass, when asked to.
+fn timed_passes(buf: &mut [u8], passes: Passes, env: Env, rng: &mut XorShift, shared: &Shared) {
+    let mut seq = 0u64;
+    for kind in [PassKind::Read, PassKind::Write] {
+        for n in 1..=passes.count {
+            let started = Instant::now();
+            let Some(sink) = one_pass(buf, passes.touches, kind, env, rng, &mut seq, shared) else {
+                return;
+            };
+            std::hint::black_box(sink);
+            let secs = started.elapsed().as_secs_f64();
+            // Justification: a rate for a log line; f64's rounding of huge counts is fine.
+            #[allow(clippy::cast_precision_loss)]
+            let per_s = passes.touches as f64 / secs.max(1e-9);
+            tracing::info!(
+                kind = ?kind,
+                pass = n,
+                touches = passes.touches,
+                secs,
+                touches_per_s = per_s,
+                "pass done"
+            );
+        }
+    }
+}
+
+/// One pass of `touches` random pages; the sum of the words read, or `None` if stopped.
+fn one_pass(
+    buf: &mut [u8],
+    touches: u64,
+    kind: PassKind,
+    env: Env,
+    rng: &mut XorShift,
+    seq: &mut u64,
+    shared: &Shared,
+) -> Option<u64> {
+    let pages = (buf.len() / env.page) as u64;
+    if pages == 0 {
+        return Some(0);
+    }
+    let mut sink = 0u64;
+    let mut left = touches;
+    while left > 0 {
+        if shared.stopped() {
+            return None;
+        }
+        let batch = left.min(BATCH);
+        for _ in 0..batch {
+            let offset = pick(rng.next_u64(), pages) * env.page;
+            if let Some(page) = buf.get_mut(offset..) {
+                match kind {
+                    PassKind::Read => sink = sink.wrapping_add(read_word(page)),
+                    PassKind::Write => write_word(page, env.fill.touch_word(rng, *seq)),
+                }
+            }
+            *seq = seq.wrapping_add(1);
+        }
+        shared.add(batch);
+        left -= batch;
+    }
+    Some(sink)
 }
 
 #[cfg(test)]
@@ -575,6 +661,7 @@ mod tests {
             size: 16 * page,
             file: Some(path.clone()),
             read_pct: 0,
+            passes: None,
         };
         let ops = run_for(&work, Fill::Pattern, 50);
         assert!(ops >= 16);
@@ -592,7 +679,86 @@ mod tests {
             size: 8 * page,
             file: None,
             read_pct: 100,
+            passes: None,
         };
         assert!(run_for(&work, Fill::Zero, 50) >= 8);
+    }
+
+    #[test]
+    fn mmap_rw_passes_fill_then_touch_and_exit() {
+        let page = page_size();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("map");
+        for file in [None, Some(path)] {
+            let shared = Shared::default();
+            let passes = Passes {
+                count: 3,
+                touches: 5,
+            };
+            run(
+                &Work::MmapRw {
+                    size: 50 * page,
+                    file,
+                    read_pct: 50,
+                    passes: Some(passes),
+                },
+                env(Fill::Pattern),
+                &shared,
+            )
+            .expect("mmap-rw passes");
+            // The fill (one op per page), then 3 read and 3 write passes of 5 touches.
+            assert_eq!(shared.ops.load(Ordering::Relaxed), 50 + 2 * 3 * 5);
+        }
+    }
+
+    #[test]
+    fn a_write_pass_writes_and_a_read_pass_reads_it_back() {
+        let page = page_size();
+        let mut buf = vec![0u8; 4 * page];
+        let mut rng = XorShift::new(3);
+        let shared = Shared::default();
+        let mut seq = 0;
+        let env = env(Fill::Pattern);
+        let read = one_pass(
+            &mut buf,
+            64,
+            PassKind::Read,
+            env,
+            &mut rng,
+            &mut seq,
+            &shared,
+        );
+        assert_eq!(read, Some(0), "nothing written yet");
+        one_pass(
+            &mut buf,
+            64,
+            PassKind::Write,
+            env,
+            &mut rng,
+            &mut seq,
+            &shared,
+        );
+        let read = one_pass(
+            &mut buf,
+            64,
+            PassKind::Read,
+            env,
+            &mut rng,
+            &mut seq,
+            &shared,
+        );
+        assert_ne!(read, Some(0), "the written words are read back");
+        assert_eq!(shared.ops.load(Ordering::Relaxed), 3 * 64);
+        shared.stop.store(true, Ordering::Relaxed);
+        let stopped = one_pass(
+            &mut buf,
+            64,
+            PassKind::Read,
+            env,
+            &mut rng,
+            &mut seq,
+            &shared,
+        );
+        assert_eq!(stopped, None);
     }
 }
