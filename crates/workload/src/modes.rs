@@ -719,46 +719,16 @@ mod tests {
         let shared = Shared::default();
         let mut seq = 0;
         let env = env(Fill::Pattern);
-        let read = one_pass(
-            &mut buf,
-            64,
-            PassKind::Read,
-            env,
-            &mut rng,
-            &mut seq,
-            &shared,
+        let mut pass = |kind| one_pass(&mut buf, 64, kind, env, &mut rng, &mut seq, &shared);
+        assert_eq!(pass(PassKind::Read), Some(0), "nothing written yet");
+        pass(PassKind::Write);
+        assert_ne!(
+            pass(PassKind::Read),
+            Some(0),
+            "the written words are read back"
         );
-        assert_eq!(read, Some(0), "nothing written yet");
-        one_pass(
-            &mut buf,
-            64,
-            PassKind::Write,
-            env,
-            &mut rng,
-            &mut seq,
-            &shared,
-        );
-        let read = one_pass(
-            &mut buf,
-            64,
-            PassKind::Read,
-            env,
-            &mut rng,
-            &mut seq,
-            &shared,
-        );
-        assert_ne!(read, Some(0), "the written words are read back");
         assert_eq!(shared.ops.load(Ordering::Relaxed), 3 * 64);
         shared.stop.store(true, Ordering::Relaxed);
-        let stopped = one_pass(
-            &mut buf,
-            64,
-            PassKind::Read,
-            env,
-            &mut rng,
-            &mut seq,
-            &shared,
-        );
-        assert_eq!(stopped, None);
+        assert_eq!(pass(PassKind::Read), None, "a stopped pass is not finished");
     }
 }
