@@ -277,22 +277,14 @@ impl CgroupSpec {
     pub fn argv(&self) -> Vec<String> {
         match (&self.command, &self.workload) {
             (Some(cmd), _) => cmd.clone(),
-            (None, Some(args)) => {
-                let mut v = vec!["memweight-workload".to_owned()];
-                v.extend(args.iter().cloned());
-                v
-            }
+            (None, Some(args)) => workload_argv(args),
             (None, None) => Vec::new(),
         }
     }
 
     /// The client's argv, program first (empty without a client).
     pub fn client_argv(&self) -> Vec<String> {
-        self.client.as_ref().map_or_else(Vec::new, |args| {
-            let mut v = vec!["memweight-workload".to_owned()];
-            v.extend(args.iter().cloned());
-            v
-        })
+        self.client.as_deref().map_or_else(Vec::new, workload_argv)
     }
 
     /// The demand (`hi` of the water-fill before `max`): `demand`, or the workload's `--size`.
@@ -304,6 +296,13 @@ impl CgroupSpec {
         let pos = args.iter().position(|a| a == "--size")?;
         args.get(pos + 1)?.parse::<Size>().ok().map(|s| s.0)
     }
+}
+
+/// `memweight-workload` with `args`.
+fn workload_argv(args: &[String]) -> Vec<String> {
+    std::iter::once("memweight-workload".to_owned())
+        .chain(args.iter().cloned())
+        .collect()
 }
 
 /// One external pressure step: from `at` on, the pressure process holds `size`.
@@ -746,6 +745,34 @@ value = "max"
         )
         .expect("parses");
         assert_eq!(with_low.effective_lab_low(), Some(Limit::Bytes(300 << 20)));
+    }
+
+    #[test]
+    fn a_server_runs_in_the_cgroup_and_its_client_beside_it() {
+        let s = Scenario::parse(
+            "duration = 5\n[[cgroup]]\nname = \"r\"\ndemand = \"10M\"\n\
+             command = [\"redis-server\", \"--port\", \"6381\"]\n\
+             client = [\"redis\", \"--addr\", \"127.0.0.1:6381\", \"--dataset\", \"8M\"]\n\
+             [[cgroup]]\nname = \"t\"\nworkload = [\"random-touch\", \"--size\", \"1M\"]\n",
+        )
+        .expect("parses");
+        assert_eq!(s.cgroups[0].argv(), ["redis-server", "--port", "6381"]);
+        assert_eq!(
+            s.cgroups[0].client_argv(),
+            [
+                "memweight-workload",
+                "redis",
+                "--addr",
+                "127.0.0.1:6381",
+                "--dataset",
+                "8M"
+            ]
+        );
+        assert_eq!(
+            s.cgroups[1].argv(),
+            ["memweight-workload", "random-touch", "--size", "1M"]
+        );
+        assert!(s.cgroups[1].client_argv().is_empty());
     }
 
     #[test]
