@@ -33,11 +33,13 @@ pub struct Shared {
 }
 
 impl Shared {
-    fn stopped(&self) -> bool {
+    /// Whether the reporter asked the workers to return.
+    pub fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
     }
 
-    fn add(&self, ops: u64) {
+    /// Counts `ops` more operations done.
+    pub fn add(&self, ops: u64) {
         self.ops.fetch_add(ops, Ordering::Relaxed);
     }
 

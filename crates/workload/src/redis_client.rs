@@ -104,7 +104,7 @@ pub fn run(plan: &RedisPlan, env: Env, shared: &Shared) -> Result<()> {
     let started = Instant::now();
     let mut index = 0;
     while index < plan.keys {
-        if shared.stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if shared.stopped() {
             return Ok(());
         }
         let mut pipe = redis::pipe();
@@ -122,7 +122,7 @@ pub fn run(plan: &RedisPlan, env: Env, shared: &Shared) -> Result<()> {
         secs = started.elapsed().as_secs_f64(),
         "dataset loaded; serving random requests"
     );
-    while !shared.stop.load(std::sync::atomic::Ordering::Relaxed) {
+    while !shared.stopped() {
         match Request::pick(&mut rng, plan.keys, plan.set_pct) {
             Request::Get(k) => {
                 let got: Option<Vec<u8>> = con
@@ -149,9 +149,7 @@ pub fn run(plan: &RedisPlan, env: Env, shared: &Shared) -> Result<()> {
                     .with_context(|| format!("SET {} failed", key_name(k)))?;
             }
         }
-        shared
-            .ops
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        shared.add(1);
     }
     Ok(())
 }
