@@ -3,8 +3,9 @@
 //! daemon's own arithmetic).
 //!
 //! For each phase the window is its second half (the first half is the settle time); the
-//! settle time actually taken (every cgroup within ±5 % of its target from then on) and the
-//! mean MemAvailable over the window are reported beside the errors. The
+//! settle time actually taken (every cgroup within ±5 % of its target from then on; and of the
+//! split of each sample's own total, seed 002's EA = TU×W/TW at that instant) and the mean
+//! MemAvailable over the window are reported beside the errors. The
 //! capacity is the mean of `Σ memory.current` of the managed cgroups over the window; `hi` of a
 //! cgroup is its demand (declared or its workload's `--size`, else its peak in the first phase)
 //! capped by `max`; `lo` is `min`. Error = (mean usage − target) / target.
@@ -93,6 +94,10 @@ pub struct PhaseSummary {
     /// ±[`SETTLE_TOLERANCE_PCT`] % of its target and stays there to the phase's end (`None`:
     /// never, or no samples).
     pub settled_s: Option<u64>,
+    /// As `settled_s`, but against the weighted water-fill of each sample's own total (seed
+    /// 002's EA = TU×W/TW at that instant): when the split settled, whatever the host did to
+    /// the total after (a balloon's pages swapped out, free memory given back).
+    pub split_settled_s: Option<u64>,
     /// Per cgroup present over the whole window.
     pub cgroups: Vec<PhaseCgroup>,
 }
@@ -158,12 +163,12 @@ fn second(s: &Sample) -> u64 {
 }
 
 /// Seconds after `start` from which every sample of the phase `[start, end)` has each member
-/// cgroup (`members[k]` with target `targets[k]`) within ±[`SETTLE_TOLERANCE_PCT`] % of its
-/// target; `None` if the last sample is still outside, or there are none.
+/// cgroup (`members[k]` with target `targets(sample)[k]`) within ±[`SETTLE_TOLERANCE_PCT`] %
+/// of its target; `None` if the last sample is still outside, or there are none.
 fn settle_time(
     results: &Results,
     members: &[usize],
-    targets: &[u64],
+    targets: impl Fn(&Sample) -> Vec<u64>,
     start: u64,
     end: u64,
 ) -> Option<u64> {
@@ -174,7 +179,7 @@ fn settle_time(
         .collect();
     #[allow(clippy::cast_precision_loss)] // Byte counts far below 2^52.
     let within = |s: &Sample| {
-        members.iter().zip(targets).all(|(&i, &target)| {
+        members.iter().zip(targets(s)).all(|(&i, target)| {
             s.cgroups.get(i).and_then(|c| c.current).is_some_and(|u| {
                 target > 0
                     && (u as f64 - target as f64).abs()
@@ -263,7 +268,21 @@ pub fn summarize(
             })
             .collect();
         let targets = water_fill(capacity, &slots);
-        let settled_s = settle_time(results, &members, &targets, start, end);
+        let settled_s = settle_time(results, &members, |_| targets.clone(), start, end);
+        // Seed 002's EA = TU×W/TW at each instant: the split of that sample's own total.
+        let split_settled_s = settle_time(
+            results,
+            &members,
+            |s| {
+                let total = members
+                    .iter()
+                    .filter_map(|&i| s.cgroups.get(i).and_then(|c| c.current))
+                    .sum();
+                water_fill(total, &slots)
+            },
+            start,
+            end,
+        );
         let avail: Vec<u64> = window.iter().filter_map(|s| s.host.mem_available).collect();
         let mem_available = mean_u64(&avail).map(to_bytes);
         let mut cgroups = Vec::new();
@@ -316,6 +335,7 @@ pub fn summarize(
             capacity,
             mem_available,
             settled_s,
+            split_settled_s,
             cgroups,
         });
     }
@@ -391,7 +411,7 @@ impl Summary {
         );
         let _ = writeln!(
             s,
-            "{:>5} {:>9} {:>8} {:>6} {:>4} {:>9} {:>9} {:>8} {:>10} {:>7} {:>6} {:>8} {:>6}",
+            "{:>5} {:>9} {:>8} {:>6} {:>4} {:>9} {:>9} {:>8} {:>10} {:>7} {:>5} {:>6} {:>8} {:>6}",
             "phase",
             "window",
             "pressure",
@@ -402,21 +422,21 @@ impl Summary {
             "error",
             "ops/s",
             "settled",
+            "split",
             "avail",
             "high-ev",
             "hi/lo"
         );
         for p in &self.phases {
-            let settled = p
-                .settled_s
-                .map_or_else(|| "never".to_owned(), |t| format!("{t}s"));
+            let settled =
+                |t: Option<u64>| t.map_or_else(|| "never".to_owned(), |t| format!("{t}s"));
             let avail = p
                 .mem_available
                 .map_or_else(|| "-".to_owned(), |a| format!("{:.0}M", mib(a)));
             for c in &p.cgroups {
                 let _ = writeln!(
                     s,
-                    "{:>5} {:>9} {:>7.0}M {:>6} {:>4} {:>8.0}M {:>8.0}M {:>8} {:>10} {:>7} {:>6} {:>8} {:>6}",
+                    "{:>5} {:>9} {:>7.0}M {:>6} {:>4} {:>8.0}M {:>8.0}M {:>8} {:>10} {:>7} {:>5} {:>6} {:>8} {:>6}",
                     p.index,
                     format!("{}-{}s", p.window_start, p.end),
                     mib(p.pressure + p.balloon),
@@ -428,7 +448,8 @@ impl Summary {
                         .map_or_else(|| "n/a".to_owned(), |e| format!("{e:+.1}%")),
                     c.mean_ops_per_s
                         .map_or_else(|| "-".to_owned(), |o| format!("{o:.0}")),
-                    settled,
+                    settled(p.settled_s),
+                    settled(p.split_settled_s),
                     avail,
                     c.high_events
                         .map_or_else(|| "-".to_owned(), |e| e.to_string()),
@@ -568,6 +589,28 @@ size = "100M"
         let s = summarize("x", "6.1", &scenario, &results, 1.0);
         assert_eq!(s.phases[1].settled_s, Some(5), "from 15 s on");
         assert!(s.table().contains(" 5s"));
+    }
+
+    /// The split settles when each sample's own total is split by weight, even while the
+    /// total itself moves (the host gives memory back): the phase-mean yardstick calls that
+    /// unsettled.
+    #[test]
+    fn split_settles_while_the_total_moves() {
+        let scenario = Scenario::parse(SCENARIO).expect("parses");
+        let mut results = Results::default();
+        for t in 0..=20 {
+            // Phase 1: off until 12 s, then 1:3 of a total swinging 700-900.
+            let usage: &[u64] = match t {
+                0..10 => &[1000, 1000],
+                10..=11 => &[300, 500],
+                _ if t % 2 == 0 => &[175, 525],
+                _ => &[225, 675],
+            };
+            results.samples.push(sample(f64::from(t), usage));
+        }
+        let s = summarize("x", "6.1", &scenario, &results, 1.0);
+        assert_eq!(s.phases[1].settled_s, None, "±12 % around the mean total");
+        assert_eq!(s.phases[1].split_settled_s, Some(2), "1:3 from 12 s on");
     }
 
     #[test]
