@@ -335,6 +335,12 @@ fn explain_text(e: &Explanation) -> String {
     kv("entitlement", human::bytes(c.entitlement).to_string());
     kv("memory.high", limit(c.high));
     kv("memory.low", limit(c.low));
+    if let Some(r) = c.refaulted {
+        kv(
+            "faulted back",
+            format!("{} since its last full sample", human::bytes(r)),
+        );
+    }
     kv("reason", c.reason.clone());
     kv("state", c.state.clone());
     let mut out = t.render();
@@ -377,6 +383,7 @@ mod tests {
             swap: None,
             psi_some_avg10: Some(1.25),
             psi_full_avg10: None,
+            refaulted: Some(3 << 20),
             events_high: 0,
             events_max: 0,
             events_oom_kill: 0,
@@ -569,6 +576,10 @@ mod tests {
             pool: pool(),
         })));
         assert!(text.contains("exceed (EX)     -10 MiB"), "{text}");
+        assert!(
+            text.contains("faulted back    3072 KiB since its last full sample"),
+            "{text}"
+        );
         assert!(text.contains("weight          3 (config)\n"), "{text}");
         assert!(
             text.contains("why:\n  weight 3 (from the configuration)"),

@@ -86,6 +86,7 @@ fn status_reply() -> Reply {
             swap: Some(0),
             psi_some_avg10: Some(3.5),
             psi_full_avg10: Some(1.0),
+            refaulted: None,
             events_high: 1,
             events_max: 0,
             events_oom_kill: 0,

@@ -11,6 +11,11 @@
 //! not a fixed share of RAM; and stalls the daemon causes itself — tasks of managed cgroups
 //! throttled at the `memory.high` it wrote — do not count towards the PSI cut
 //! ([`HostView::own_stall`]), so its own throttling cannot shrink the pool further.
+//!
+//! In `kernel` mode the pool never shrinks below what the managed cgroups hold: the kernel's
+//! own reclaim decides how much they keep together (it takes cold memory outside them first,
+//! where `auto` keeps MemAvailable above the band kswapd works in and so never lets it), and
+//! the daemon only moves memory between them by weight.
 
 use crate::config::{CapacityConfig, CapacityMode, Reserve};
 
@@ -55,6 +60,28 @@ pub struct Capacity {
     pub reserve: u64,
 }
 
+/// A managed cgroup whose own memory PSI `some avg10` is at least this (%) is reaching for
+/// more than it holds, in `mode = "kernel"`: the kernel's reclaim is taking its memory and it
+/// faults it back. Its demand is then the whole pool (capped by its own limits), so that a
+/// cgroup above its weighted share gives way to it.
+pub const STALL_DEMAND_PCT: f64 = 1.0;
+
+/// A managed cgroup that faulted back at least this many bytes since its previous sample is
+/// reaching for more than it holds, in `mode = "kernel"`, as with [`STALL_DEMAND_PCT`]: a
+/// server answering one request at a time stalls little (Redis under a balloon: PSI 0.1–1.6 %
+/// while a third of its dataset sat in swap) but refaults steadily.
+pub const REFAULT_DEMAND: u64 = 1 << 20;
+
+/// The MemAvailable reserve this tick.
+fn reserve_of(cfg: &CapacityConfig, host: &HostView) -> u64 {
+    match cfg.reserve {
+        Reserve::Amount(a) => a.of(host.mem_total),
+        Reserve::Watermarks => host
+            .watermark_band
+            .unwrap_or(host.mem_total / 100 * FALLBACK_RESERVE_PERCENT),
+    }
+}
+
 /// Computes this tick's capacity and the next PSI cut.
 #[must_use]
 pub fn capacity(cfg: &CapacityConfig, host: &HostView, cut: PsiCut) -> (Capacity, PsiCut) {
@@ -71,13 +98,25 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, cut: PsiCut) -> (Capacity
                 PsiCut(0),
             )
         }
+        CapacityMode::Kernel => {
+            let reserve = reserve_of(cfg, host);
+            let shortfall = reserve.saturating_sub(host.mem_available);
+            let headroom = host.mem_available.saturating_sub(reserve);
+            (
+                Capacity {
+                    bytes: host
+                        .total_usage
+                        .saturating_add(headroom)
+                        .min(host.mem_total.max(host.total_usage)),
+                    shortfall,
+                    psi_cut: 0,
+                    reserve,
+                },
+                PsiCut(0),
+            )
+        }
         CapacityMode::Auto => {
-            let reserve = match cfg.reserve {
-                Reserve::Amount(a) => a.of(host.mem_total),
-                Reserve::Watermarks => host
-                    .watermark_band
-                    .unwrap_or(host.mem_total / 100 * FALLBACK_RESERVE_PERCENT),
-            };
+            let reserve = reserve_of(cfg, host);
             let shortfall = reserve.saturating_sub(host.mem_available);
             let headroom = host.mem_available.saturating_sub(reserve);
             // Stalls outside what the daemon's own throttling explains.
@@ -224,6 +263,22 @@ mod tests {
             10 * MIB,
             "30 % of stalls outside the held cgroups still cut"
         );
+    }
+
+    /// In `kernel` mode a shortage does not shrink the pool below the cgroups' usage (the
+    /// kernel's reclaim takes what it needs from wherever memory is cold); headroom above the
+    /// reserve still lets it grow, and host PSI cuts nothing.
+    #[test]
+    fn kernel_mode_never_shrinks_below_usage() {
+        let cfg = CapacityConfig {
+            mode: CapacityMode::Kernel,
+            ..auto()
+        };
+        let (c, k) = capacity(&cfg, &host(40 * MIB, Some(90.0)), PsiCut(20 * MIB));
+        assert_eq!(c.bytes, 600 * MIB, "short by 60 MiB: the kernel decides");
+        assert_eq!((c.shortfall, c.psi_cut, k.0), (60 * MIB, 0, 0));
+        let (c, _) = capacity(&cfg, &host(300 * MIB, None), PsiCut(0));
+        assert_eq!(c.bytes, 800 * MIB, "usage + MemAvailable above the reserve");
     }
 
     #[test]

@@ -263,18 +263,27 @@ pub enum CapacityMode {
     Auto,
     /// A fixed size or share of MemTotal.
     Fixed,
+    /// The kernel decides the total, the daemon the split: the pool is what the managed
+    /// cgroups hold now plus MemAvailable above the reserve, never less. Under a shortage the
+    /// kernel's own reclaim (kswapd, direct reclaim) takes memory from wherever it is cold —
+    /// unmanaged services, page cache, the managed cgroups above their `memory.low` — and the
+    /// daemon moves what the managed cgroups hold between them by weight: a managed cgroup
+    /// stalling on memory ([`crate::capacity::STALL_DEMAND_PCT`]) reaches for more than it
+    /// holds, so one above its share gives way to it. No PSI cut, no guards out of the pool.
+    Kernel,
 }
 
 /// `[capacity]`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CapacityConfig {
-    /// `auto` or `fixed`.
+    /// `auto`, `kernel` or `fixed`.
     pub mode: CapacityMode,
     /// With `mode = "fixed"`: bytes or a percentage of MemTotal.
     pub fixed: Option<Amount>,
     /// With `mode = "auto"`: MemAvailable to keep free: `"watermarks"` (the kernel's reclaim
-    /// band), bytes, or % of MemTotal.
+    /// band), bytes, or % of MemTotal. With `mode = "kernel"`: MemAvailable above it is
+    /// headroom the pool may grow into.
     pub reserve: Reserve,
     /// With `mode = "auto"`: host memory PSI `some avg10` (%) above which the pool shrinks.
     /// `0` turns the PSI signal off.

@@ -68,6 +68,9 @@ struct Managed {
     /// The last full sample (all ten files) and the tick it was taken at; reused, with
     /// `memory.current` read afresh, while the cgroup is steady ([`Controller::sample_cheap`]).
     last: Option<Box<CgroupSample>>,
+    /// Bytes it faulted back (`workingset_refault_*`) between its last two full samples; 0
+    /// while its sample is reused.
+    refaulted: u64,
     /// The next tick must take a full sample: the daemon wrote to the cgroup.
     refresh: bool,
 }
@@ -688,6 +691,7 @@ impl Controller {
                 reclaim_supported: true,
                 operator,
                 last: None,
+                refaulted: 0,
                 refresh: true,
             },
         );
@@ -1106,12 +1110,16 @@ impl Controller {
                         adopted.push(path.clone());
                     }
                     self.reconcile(path, *settings, &s);
-                    if !reused {
-                        // Taken while a write job runs, it may be mid-reclaim: sample again.
-                        let busy = self.jobs.contains_key(path);
-                        if let Some(m) = self.managed.get_mut(path) {
+                    if let Some(m) = self.managed.get_mut(path) {
+                        m.refaulted = 0;
+                        if !reused {
+                            if let Some(last) = &m.last {
+                                m.refaulted = refaulted_bytes(&last.stat, &s.stat);
+                            }
+                            // Taken while a write job runs, it may be mid-reclaim: sample
+                            // again.
                             m.last = Some(Box::new(s.clone()));
-                            m.refresh = busy;
+                            m.refresh = self.jobs.contains_key(path);
                         }
                     }
                     rows.push((path.clone(), *settings, s));
@@ -1233,6 +1241,7 @@ impl Controller {
                         originals: m.originals,
                         reclaim_supported: m.reclaim_supported,
                         provisional: m.last.is_none(),
+                        refaulted: m.refaulted,
                     };
                     (row, law_row)
                 })
@@ -1293,10 +1302,11 @@ impl Controller {
                     high = ?writes.high.map(|h| h.to_string()), low = ?writes.low.map(|l| l.to_string()),
                     reclaim = ?writes.reclaim, state, "decided writes");
             }
-            let (original_high, original_low, operator) = (
+            let (original_high, original_low, operator, refaulted) = (
                 Some(m.originals.high.to_string()),
                 Some(m.originals.low.to_string()),
                 m.operator.clone(),
+                m.refaulted,
             );
             if self.cfg.enforce && m.recorded && !busy && !writes.is_empty() {
                 refresh.push(path.clone());
@@ -1331,6 +1341,7 @@ impl Controller {
                     .as_ref()
                     .and_then(|p| p.full.as_ref())
                     .map(|f| f.avg10),
+                refaulted: Some(refaulted),
                 events_high: s.events.high,
                 events_max: s.events.max,
                 events_oom_kill: s.events.oom_kill,
@@ -1638,6 +1649,18 @@ fn no_memory_controller(path: &str) -> String {
 /// `memory.current`, `memory.high` and `memory.low`: everything it holds counts as anonymous
 /// memory with no swap room, so its floor is its usage and the policy leaves it as it is
 /// until a full sample shows what it holds. No PSI, no events, no swap (shown as unknown).
+/// Bytes faulted back between two `memory.stat` readings (`workingset_refault_anon` +
+/// `workingset_refault_file`, pages); 0 if the counters went backwards.
+fn refaulted_bytes(before: &MemoryStat, now: &MemoryStat) -> u64 {
+    let pages = |s: &MemoryStat| {
+        s.workingset_refault_anon
+            .saturating_add(s.workingset_refault_file)
+    };
+    pages(now)
+        .saturating_sub(pages(before))
+        .saturating_mul(decide::PAGE)
+}
+
 fn provisional(current: u64, high: Limit, low: Limit) -> CgroupSample {
     CgroupSample {
         current,
@@ -1774,6 +1797,22 @@ mod tests {
         );
         assert!(got.contains("daemon") && !got.contains("lab"), "{got:?}");
         assert_eq!(forbidden_cgroups(None, root).len(), 1);
+    }
+
+    #[test]
+    fn refaults_are_counted_in_bytes_of_both_kinds() {
+        let before = MemoryStat {
+            workingset_refault_anon: 100,
+            workingset_refault_file: 20,
+            ..MemoryStat::default()
+        };
+        let now = MemoryStat {
+            workingset_refault_anon: 356,
+            workingset_refault_file: 20,
+            ..MemoryStat::default()
+        };
+        assert_eq!(refaulted_bytes(&before, &now), 1 << 20, "256 pages");
+        assert_eq!(refaulted_bytes(&now, &before), 0, "counters reset: nothing");
     }
 
     #[test]

@@ -666,6 +666,7 @@ mod tests {
                     swap: Some(4096),
                     psi_some_avg10: Some(1.0),
                     psi_full_avg10: Some(0.5),
+                    refaulted: None,
                     events_high: 3,
                     events_max: 0,
                     events_oom_kill: 1,

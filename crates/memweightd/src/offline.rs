@@ -85,6 +85,8 @@ pub fn plan(file: &PlanFile) -> Result<PlanOutput, String> {
             },
             reclaim_supported: true,
             provisional: false,
+            // One reading, no history: nothing counts as faulted back.
+            refaulted: 0,
         })
         .collect();
     let host = HostSample {

@@ -13,7 +13,7 @@ use memweight_cgroupfs::{CgroupSample, HostSample, Limit};
 use memweight_policy::{CgroupInput, Decision, Level, Plan};
 
 use crate::capacity::{self, Capacity, HostView, PsiCut};
-use crate::config::{Amount, CapacityConfig, Settings};
+use crate::config::{Amount, CapacityConfig, CapacityMode, Settings};
 use crate::decide::{self, Knobs, Observed, Originals, Writes};
 
 /// The settings of the law, from the config.
@@ -49,6 +49,9 @@ pub struct Row<'a> {
     /// The sample is a stand-in (a new cgroup among many, not sampled in full yet): it is held
     /// at its usage and written nothing.
     pub provisional: bool,
+    /// Bytes it faulted back since its previous full sample (`workingset_refault_*`): memory
+    /// reclaim took that it still uses.
+    pub refaulted: u64,
 }
 
 /// What the law decided for one cgroup.
@@ -118,6 +121,9 @@ pub fn step(
         cut,
     );
 
+    // `kernel` mode: the kernel's reclaim decides the total, so the pool is not shrunk for the
+    // guards either, and a cgroup stalling on memory reaches for more than it holds.
+    let kernel_mode = law.capacity.mode == CapacityMode::Kernel;
     let observed: Vec<Observed> = rows.iter().map(|r| observe(r.sample)).collect();
     let floors: Vec<u64> = rows
         .iter()
@@ -146,6 +152,7 @@ pub fn step(
                 cap.bytes,
                 r.originals.high,
                 guard_of(law, r.reclaim_supported),
+                kernel_mode && reaching(r),
             ),
         })
         .collect();
@@ -159,7 +166,7 @@ pub fn step(
     // the pool too: a cgroup refaults into its guard between ticks, and guards taken out of
     // the reserve would put the host in its reclaim band (kswapd, every process's stall) for
     // the sake of the managed cgroups. The pool is planned once more without them.
-    let guards: u64 = if plan.level == Level::Unconstrained {
+    let guards: u64 = if plan.level == Level::Unconstrained || kernel_mode {
         0
     } else {
         // Held back: above its share, or held at its memory.high (its demand hidden).
@@ -185,6 +192,12 @@ pub fn step(
                 Level::Floors => Some(0),
                 Level::Unconstrained => None,
             };
+            // In `kernel` mode a cgroup held back refaults into its guard between ticks, so it
+            // holds up to a guard more than its share; the target is not lowered to make up
+            // for it: with the pool at what the cgroups hold, every byte reclaimed below the
+            // share that the others do not fault back in shrinks the next tick's pool (lab,
+            // 2026-11-24: a sawtooth centred on the target ratcheted two Redis containers
+            // down from 280 to 159 MiB in 30 s).
             let ceiling = decide::ceiling(d, level, floors[i], r.settings.max);
             let knobs = Knobs {
                 min_floor: law.min_floor,
@@ -263,15 +276,36 @@ pub fn limit_above(a: Limit, b: Limit) -> bool {
     a.bytes().unwrap_or(u64::MAX) > b.bytes().unwrap_or(u64::MAX)
 }
 
+/// Whether a cgroup reaches for more than it holds (`kernel` mode): reclaim takes memory it
+/// still uses — it faulted back at least [`capacity::REFAULT_DEMAND`] since its previous
+/// sample, or its own memory PSI is at least [`capacity::STALL_DEMAND_PCT`].
+fn reaching(r: &Row<'_>) -> bool {
+    r.refaulted >= capacity::REFAULT_DEMAND
+        || r.sample
+            .pressure
+            .as_ref()
+            .is_some_and(|p| p.some.avg10 >= capacity::STALL_DEMAND_PCT)
+}
+
 /// A cgroup held at its `memory.high` uses no more than the limit, so its usage hides what it
-/// wants. Such a cgroup is given a demand of the whole pool (capped by its original limit), so
-/// that memory freed elsewhere flows back to it by weight, and pressure is not declared over
-/// merely because the throttle works. `None` when it is not held.
-fn hidden_demand(s: &CgroupSample, capacity: u64, original: Limit, guard: Amount) -> Option<u64> {
-    if !held(s.current, s.high, guard) {
+/// wants. Such a cgroup is given a demand of the whole pool (capped by its original limit and
+/// its memory.max), so that memory freed elsewhere flows back to it by weight, and pressure is
+/// not declared over merely because the throttle works. The same holds for one `reaching`
+/// for more ([`reaching`], `kernel` mode). `None` when neither.
+fn hidden_demand(
+    s: &CgroupSample,
+    capacity: u64,
+    original: Limit,
+    guard: Amount,
+    reaching: bool,
+) -> Option<u64> {
+    if !reaching && !held(s.current, s.high, guard) {
         return None;
     }
-    let cap = original.bytes().unwrap_or(u64::MAX);
+    let cap = original
+        .bytes()
+        .unwrap_or(u64::MAX)
+        .min(s.max.bytes().unwrap_or(u64::MAX));
     Some(capacity.max(s.current).min(cap).max(s.current))
 }
 
@@ -347,6 +381,7 @@ mod tests {
         settings: Settings,
         originals: Originals,
         provisional: bool,
+        refaulted: u64,
     }
 
     prop_compose! {
@@ -364,6 +399,8 @@ mod tests {
             max in prop::option::of(1u64..4096),
             some in 0.0f64..100.0,
             provisional in prop::bool::weighted(0.1),
+            max_limit in limit(),
+            refaulted in prop_oneof![Just(0u64), 0u64..(8 << 20)],
         ) -> Cg {
             let current = current * MIB;
             Cg {
@@ -381,11 +418,12 @@ mod tests {
                     high,
                     low,
                     min: Limit::Bytes(0),
-                    max: Limit::Max,
+                    max: max_limit,
                 },
                 settings: Settings { weight, min: min * MIB, max: max.map(|m| m * MIB) },
                 originals: Originals { high: orig_high, low: orig_low },
                 provisional,
+                refaulted,
             }
         }
     }
@@ -410,19 +448,19 @@ mod tests {
 
     fn capacity_config() -> impl Strategy<Value = CapacityConfig> {
         (
-            prop::bool::ANY,
+            prop_oneof![
+                Just(CapacityMode::Auto),
+                Just(CapacityMode::Kernel),
+                Just(CapacityMode::Fixed)
+            ],
             prop_oneof![
                 Just(Reserve::Watermarks),
                 (0u64..1024).prop_map(|m| Reserve::Amount(Amount::Bytes(m * MIB)))
             ],
             0u64..65_536,
         )
-            .prop_map(|(auto, reserve, fixed)| CapacityConfig {
-                mode: if auto {
-                    CapacityMode::Auto
-                } else {
-                    CapacityMode::Fixed
-                },
+            .prop_map(|(mode, reserve, fixed)| CapacityConfig {
+                mode,
                 fixed: Some(Amount::Bytes(fixed * MIB)),
                 reserve,
                 ..CapacityConfig::default()
@@ -443,6 +481,7 @@ mod tests {
                 originals: c.originals,
                 reclaim_supported: true,
                 provisional: c.provisional,
+                refaulted: c.refaulted,
             })
             .collect()
     }
@@ -477,6 +516,7 @@ mod tests {
                 low: Limit::Bytes(0),
             },
             provisional: false,
+            refaulted: 0,
         };
         let cgs = [cg(300 * MIB, 1), cg(300 * MIB, 2)];
         let capacity = CapacityConfig {
@@ -526,6 +566,98 @@ mod tests {
                 "the pool is used: Σ high {highs}"
             );
         }
+    }
+
+    /// `kernel` mode on Table-2 as the kernel default leaves it at the 500M step (MemAvailable
+    /// 0; weights 1:2 holding 150 / 211 MiB; the larger one swapping, stalled 14 %): the pool
+    /// stays the 361 MiB they hold, the small one is taken down towards its 120 MiB share and
+    /// the stalled one may grow to its 240 MiB. With no cgroup stalled nothing is written.
+    #[test]
+    fn kernel_mode_moves_memory_to_a_stalling_cgroup_without_shrinking_the_pool() {
+        let sample = |current: u64, some: f64| CgroupSample {
+            current,
+            stat: MemoryStat {
+                anon: current,
+                ..MemoryStat::default()
+            },
+            pressure: Some(psi(some)),
+            events: MemoryEvents::default(),
+            swap_current: Some(0),
+            swap_max: Some(Limit::Max),
+            high: Limit::Max,
+            low: Limit::Bytes(0),
+            min: Limit::Bytes(0),
+            max: Limit::Max,
+        };
+        let cg = |current: u64, weight: u32, some: f64, refaulted: u64| Cg {
+            sample: sample(current, some),
+            settings: Settings {
+                weight,
+                min: 0,
+                max: None,
+            },
+            originals: Originals {
+                high: Limit::Max,
+                low: Limit::Bytes(0),
+            },
+            provisional: false,
+            refaulted,
+        };
+        let capacity = CapacityConfig {
+            mode: CapacityMode::Kernel,
+            ..CapacityConfig::default()
+        };
+        let law = Law {
+            capacity: &capacity,
+            min_floor: 16 * MIB,
+            max_step: Amount::Percent(10.0),
+            reclaim: true,
+            guard: Amount::Percent(8.0),
+            idle_tax: 0,
+        };
+        let host = HostSample {
+            mem_total: 1 << 30,
+            mem_available: 0,
+            mem_free: 0,
+            swap_total: 1 << 30,
+            swap_free: 1 << 30,
+            psi: Some(psi(30.0)),
+        };
+        let band = Some(22 * MIB);
+
+        // Stalled by PSI, or (a server answering one request at a time) refaulting.
+        let stalled = [cg(150 * MIB, 1, 0.5, 0), cg(211 * MIB, 2, 14.0, 0)];
+        let refaulting = [cg(150 * MIB, 1, 0.5, 0), cg(211 * MIB, 2, 0.3, 2 * MIB)];
+        let names = names(&stalled);
+        for cgs in [&stalled, &refaulting] {
+            let out = step(&law, &rows(cgs, &names), &host, band, PsiCut(0));
+            assert_eq!(
+                out.capacity.bytes,
+                361 * MIB,
+                "the kernel decides the total"
+            );
+            assert_eq!((out.guards, out.next_cut), (0, PsiCut(0)));
+            let targets: Vec<u64> = out.plan.decisions.iter().map(|d| d.target / MIB).collect();
+            assert_eq!(targets, [120, 240], "split 1:2 of what they hold");
+            let small = &out.cgroups[0];
+            assert_eq!(small.ceiling.map(|c| c / MIB), Some(120));
+            assert!(
+                matches!(small.writes.high, Some(Limit::Bytes(h)) if h < 150 * MIB),
+                "the small one is taken down: {:?}",
+                small.writes
+            );
+            assert!(small.writes.reclaim.is_some_and(|r| r > 0));
+            assert!(
+                !matches!(out.cgroups[1].writes.high, Some(Limit::Bytes(h)) if h < 211 * MIB),
+                "the reaching one is not squeezed: {:?}",
+                out.cgroups[1].writes
+            );
+        }
+
+        let calm = [cg(150 * MIB, 1, 0.5, 0), cg(211 * MIB, 2, 0.5, MIB / 2)];
+        let out = step(&law, &rows(&calm, &names), &host, band, PsiCut(0));
+        assert_eq!(out.plan.level, Level::Unconstrained);
+        assert!(out.cgroups.iter().all(|c| c.writes.high.is_none()));
     }
 
     proptest! {

@@ -368,6 +368,11 @@ pub struct CgroupStatus {
     pub psi_some_avg10: Option<f64>,
     /// memory.pressure full avg10 (%).
     pub psi_full_avg10: Option<f64>,
+    /// Bytes it faulted back (`workingset_refault_*`) between its last two full samples: memory
+    /// reclaim took that it still uses. With `capacity.mode = "kernel"`, 1 MiB or more (or
+    /// its own PSI at 1 %) makes it reach for more than it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refaulted: Option<u64>,
     /// memory.events `high`.
     pub events_high: u64,
     /// memory.events `max`.
@@ -856,6 +861,7 @@ mod tests {
             swap: Some(0),
             psi_some_avg10: Some(1.5),
             psi_full_avg10: None,
+            refaulted: Some(0),
             events_high: 3,
             events_max: 0,
             events_oom_kill: 0,
