@@ -486,26 +486,25 @@ mod tests {
             .collect()
     }
 
-    /// Regression (issue 11, lab run 2026-11-24 16:05 UTC): with memory.high a guard above
-    /// each target and the pool shared as if there were no guards, the cgroups' refaults into
-    /// their guards took MemAvailable from the reserve to 0–7 MiB. The guards of the cgroups
-    /// held back now come out of the pool: targets plus guards fit in it.
-    #[test]
-    fn regression_guards_ate_the_reserve() {
-        let sample = |current: u64| CgroupSample {
-            current,
-            stat: MemoryStat::default(),
-            pressure: Some(psi(0.0)),
-            events: MemoryEvents::default(),
-            swap_current: Some(0),
-            swap_max: Some(Limit::Max),
-            high: Limit::Max,
-            low: Limit::Bytes(0),
-            min: Limit::Bytes(0),
-            max: Limit::Max,
-        };
-        let cg = |current: u64, weight: u32| Cg {
-            sample: sample(current),
+    /// A cgroup of `current` bytes, all anonymous, at no limit of its own or the daemon's,
+    /// stalled `some` % and having faulted back `refaulted` bytes.
+    fn plain(current: u64, weight: u32, some: f64, refaulted: u64) -> Cg {
+        Cg {
+            sample: CgroupSample {
+                current,
+                stat: MemoryStat {
+                    anon: current,
+                    ..MemoryStat::default()
+                },
+                pressure: Some(psi(some)),
+                events: MemoryEvents::default(),
+                swap_current: Some(0),
+                swap_max: Some(Limit::Max),
+                high: Limit::Max,
+                low: Limit::Bytes(0),
+                min: Limit::Bytes(0),
+                max: Limit::Max,
+            },
             settings: Settings {
                 weight,
                 min: 0,
@@ -516,22 +515,35 @@ mod tests {
                 low: Limit::Bytes(0),
             },
             provisional: false,
-            refaulted: 0,
-        };
-        let cgs = [cg(300 * MIB, 1), cg(300 * MIB, 2)];
-        let capacity = CapacityConfig {
-            mode: CapacityMode::Fixed,
-            fixed: Some(Amount::Bytes(400 * MIB)),
-            ..CapacityConfig::default()
-        };
-        let host = HostSample {
+            refaulted,
+        }
+    }
+
+    /// A 1 GiB host with nothing available and 1 GiB of free swap.
+    fn short_host(psi: Option<Psi>) -> HostSample {
+        HostSample {
             mem_total: 1 << 30,
             mem_available: 0,
             mem_free: 0,
             swap_total: 1 << 30,
             swap_free: 1 << 30,
-            psi: None,
+            psi,
+        }
+    }
+
+    /// Regression (issue 11, lab run 2026-11-24 16:05 UTC): with memory.high a guard above
+    /// each target and the pool shared as if there were no guards, the cgroups' refaults into
+    /// their guards took MemAvailable from the reserve to 0–7 MiB. The guards of the cgroups
+    /// held back now come out of the pool: targets plus guards fit in it.
+    #[test]
+    fn regression_guards_ate_the_reserve() {
+        let cgs = [plain(300 * MIB, 1, 0.0, 0), plain(300 * MIB, 2, 0.0, 0)];
+        let capacity = CapacityConfig {
+            mode: CapacityMode::Fixed,
+            fixed: Some(Amount::Bytes(400 * MIB)),
+            ..CapacityConfig::default()
         };
+        let host = short_host(None);
         let names = names(&cgs);
         let rows = rows(&cgs, &names);
         for (guard, reserved) in [(0.0, 0), (8.0, 32 * MIB)] {
@@ -574,35 +586,6 @@ mod tests {
     /// the stalled one may grow to its 240 MiB. With no cgroup stalled nothing is written.
     #[test]
     fn kernel_mode_moves_memory_to_a_stalling_cgroup_without_shrinking_the_pool() {
-        let sample = |current: u64, some: f64| CgroupSample {
-            current,
-            stat: MemoryStat {
-                anon: current,
-                ..MemoryStat::default()
-            },
-            pressure: Some(psi(some)),
-            events: MemoryEvents::default(),
-            swap_current: Some(0),
-            swap_max: Some(Limit::Max),
-            high: Limit::Max,
-            low: Limit::Bytes(0),
-            min: Limit::Bytes(0),
-            max: Limit::Max,
-        };
-        let cg = |current: u64, weight: u32, some: f64, refaulted: u64| Cg {
-            sample: sample(current, some),
-            settings: Settings {
-                weight,
-                min: 0,
-                max: None,
-            },
-            originals: Originals {
-                high: Limit::Max,
-                low: Limit::Bytes(0),
-            },
-            provisional: false,
-            refaulted,
-        };
         let capacity = CapacityConfig {
             mode: CapacityMode::Kernel,
             ..CapacityConfig::default()
@@ -615,19 +598,15 @@ mod tests {
             guard: Amount::Percent(8.0),
             idle_tax: 0,
         };
-        let host = HostSample {
-            mem_total: 1 << 30,
-            mem_available: 0,
-            mem_free: 0,
-            swap_total: 1 << 30,
-            swap_free: 1 << 30,
-            psi: Some(psi(30.0)),
-        };
+        let host = short_host(Some(psi(30.0)));
         let band = Some(22 * MIB);
 
         // Stalled by PSI, or (a server answering one request at a time) refaulting.
-        let stalled = [cg(150 * MIB, 1, 0.5, 0), cg(211 * MIB, 2, 14.0, 0)];
-        let refaulting = [cg(150 * MIB, 1, 0.5, 0), cg(211 * MIB, 2, 0.3, 2 * MIB)];
+        let stalled = [plain(150 * MIB, 1, 0.5, 0), plain(211 * MIB, 2, 14.0, 0)];
+        let refaulting = [
+            plain(150 * MIB, 1, 0.5, 0),
+            plain(211 * MIB, 2, 0.3, 2 * MIB),
+        ];
         let names = names(&stalled);
         for cgs in [&stalled, &refaulting] {
             let out = step(&law, &rows(cgs, &names), &host, band, PsiCut(0));
@@ -654,7 +633,10 @@ mod tests {
             );
         }
 
-        let calm = [cg(150 * MIB, 1, 0.5, 0), cg(211 * MIB, 2, 0.5, MIB / 2)];
+        let calm = [
+            plain(150 * MIB, 1, 0.5, 0),
+            plain(211 * MIB, 2, 0.5, MIB / 2),
+        ];
         let out = step(&law, &rows(&calm, &names), &host, band, PsiCut(0));
         assert_eq!(out.plan.level, Level::Unconstrained);
         assert!(out.cgroups.iter().all(|c| c.writes.high.is_none()));
