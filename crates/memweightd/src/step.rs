@@ -519,6 +519,19 @@ mod tests {
         }
     }
 
+    /// The law with the shipped config's settings (16M floor, 10 % steps, reclaim with an 8 %
+    /// guard, no idle tax) over `capacity`.
+    fn shipped_law(capacity: &CapacityConfig) -> Law<'_> {
+        Law {
+            capacity,
+            min_floor: 16 * MIB,
+            max_step: Amount::Percent(10.0),
+            reclaim: true,
+            guard: Amount::Percent(8.0),
+            idle_tax: 0,
+        }
+    }
+
     /// A 1 GiB host with nothing available and 1 GiB of free swap.
     fn short_host(psi: Option<Psi>) -> HostSample {
         HostSample {
@@ -590,14 +603,7 @@ mod tests {
             mode: CapacityMode::Kernel,
             ..CapacityConfig::default()
         };
-        let law = Law {
-            capacity: &capacity,
-            min_floor: 16 * MIB,
-            max_step: Amount::Percent(10.0),
-            reclaim: true,
-            guard: Amount::Percent(8.0),
-            idle_tax: 0,
-        };
+        let law = shipped_law(&capacity);
         let host = short_host(Some(psi(30.0)));
         let band = Some(22 * MIB);
 
@@ -734,14 +740,7 @@ mod tests {
                 fixed: Some(Amount::Bytes(1 << 50)),
                 ..CapacityConfig::default()
             };
-            let law = Law {
-                capacity: &capacity,
-                min_floor: 16 * MIB,
-                max_step: Amount::Percent(10.0),
-                reclaim: true,
-                guard: Amount::Percent(8.0),
-                idle_tax: 0,
-            };
+            let law = shipped_law(&capacity);
             let cgs: Vec<Cg> = cgs
                 .into_iter()
                 .map(|c| Cg { settings: Settings { max: None, ..c.settings }, provisional: false, ..c })
