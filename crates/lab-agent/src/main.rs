@@ -271,6 +271,21 @@ struct Workload {
     cidfile: Option<PathBuf>,
 }
 
+impl Workload {
+    /// Kills everything in its cgroup (`cgroup.kill` takes the workload's children too) and
+    /// reaps the workload and its client.
+    fn kill(&mut self) {
+        let _ = write_file(&self.dir.join("cgroup.kill"), "1");
+        for mut child in [self.child.take(), self.client.take()]
+            .into_iter()
+            .flatten()
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 struct PendingCommand {
     /// File name under `commands/` (without `.txt`).
     file: String,
@@ -832,12 +847,7 @@ impl Lab {
             );
             return;
         }
-        // cgroup.kill takes every process in the cgroup, including the workload's children.
-        let _ = write_file(&w.dir.join("cgroup.kill"), "1");
-        for mut child in [w.child.take(), w.client.take()].into_iter().flatten() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        w.kill();
         let deadline = Instant::now() + Duration::from_secs(5);
         let result = loop {
             match fs::remove_dir(&w.dir) {
@@ -1025,11 +1035,7 @@ impl Lab {
             }
         }
         for w in &mut self.workloads {
-            let _ = write_file(&w.dir.join("cgroup.kill"), "1");
-            for mut child in [w.child.take(), w.client.take()].into_iter().flatten() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
+            w.kill();
         }
         if let Some(mut hog) = self.hog.take() {
             let _ = hog.kill();
