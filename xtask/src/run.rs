@@ -642,7 +642,8 @@ fn write_timeseries(
     let mut csv = String::from(
         "t,cgroup,weight,present,current,high,low,swap,psi_some10,psi_full10,ops_per_s,\
          events_high,events_max,events_oom_kill,target,host_mem_available,host_swap_used,\
-         host_psi_some10,host_psi_full10,pressure_size,pressure_current,daemon_alive,host_mem_free\n",
+         host_psi_some10,host_psi_full10,pressure_size,pressure_current,daemon_alive,host_mem_free,\
+         daemon_cpu_usec\n",
     );
     for s in &results.samples {
         for (i, c) in s.cgroups.iter().enumerate() {
@@ -660,7 +661,7 @@ fn write_timeseries(
             });
             let _ = writeln!(
                 csv,
-                "{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 s.t,
                 c.name,
                 weight,
@@ -684,6 +685,7 @@ fn write_timeseries(
                 opt(s.pressure_current),
                 opt(s.daemon_alive),
                 opt(s.host.mem_free),
+                opt(s.daemon_cpu_usec),
             );
         }
     }

@@ -98,8 +98,26 @@ pub struct PhaseSummary {
     /// 002's EA = TU×W/TW at that instant): when the split settled, whatever the host did to
     /// the total after (a balloon's pages swapped out, free memory given back).
     pub split_settled_s: Option<u64>,
+    /// memweightd's CPU time over the window, in % of one CPU (`None`: no daemon, or fewer
+    /// than two readings of its `cpu.stat`): what the daemon takes from the workloads.
+    pub daemon_cpu_pct: Option<f64>,
     /// Per cgroup present over the whole window.
     pub cgroups: Vec<PhaseCgroup>,
+}
+
+/// CPU time used between the first and the last sample that read it, in % of one CPU.
+fn cpu_pct(window: &[&Sample]) -> Option<f64> {
+    let mut read = window
+        .iter()
+        .filter_map(|s| s.daemon_cpu_usec.map(|u| (s.t, u)));
+    let (t0, u0) = read.next()?;
+    let (t1, u1) = read.next_back()?;
+    // A daemon started again in the window counts from zero: no rate across it.
+    (t1 > t0 && u1 >= u0).then(|| {
+        #[allow(clippy::cast_precision_loss)] // Microseconds far below 2^52.
+        let used = (u1 - u0) as f64;
+        used / 1e6 / (t1 - t0) * 100.0
+    })
 }
 
 /// Ops/s of the highest-weight cgroup over the lowest-weight one's (the first of each in
@@ -336,6 +354,7 @@ pub fn summarize(
             mem_available,
             settled_s,
             split_settled_s,
+            daemon_cpu_pct: cpu_pct(&window),
             cgroups,
         });
     }
@@ -411,7 +430,7 @@ impl Summary {
         );
         let _ = writeln!(
             s,
-            "{:>5} {:>9} {:>8} {:>6} {:>4} {:>9} {:>9} {:>8} {:>10} {:>7} {:>5} {:>6} {:>8} {:>6}",
+            "{:>5} {:>9} {:>8} {:>6} {:>4} {:>9} {:>9} {:>8} {:>10} {:>7} {:>5} {:>6} {:>8} {:>6} {:>6}",
             "phase",
             "window",
             "pressure",
@@ -425,7 +444,8 @@ impl Summary {
             "split",
             "avail",
             "high-ev",
-            "hi/lo"
+            "hi/lo",
+            "d-cpu"
         );
         for p in &self.phases {
             let settled =
@@ -436,7 +456,7 @@ impl Summary {
             for c in &p.cgroups {
                 let _ = writeln!(
                     s,
-                    "{:>5} {:>9} {:>7.0}M {:>6} {:>4} {:>8.0}M {:>8.0}M {:>8} {:>10} {:>7} {:>5} {:>6} {:>8} {:>6}",
+                    "{:>5} {:>9} {:>7.0}M {:>6} {:>4} {:>8.0}M {:>8.0}M {:>8} {:>10} {:>7} {:>5} {:>6} {:>8} {:>6} {:>6}",
                     p.index,
                     format!("{}-{}s", p.window_start, p.end),
                     mib(p.pressure + p.balloon),
@@ -454,7 +474,9 @@ impl Summary {
                     c.high_events
                         .map_or_else(|| "-".to_owned(), |e| e.to_string()),
                     p.ops_ratio
-                        .map_or_else(|| "-".to_owned(), |r| format!("{r:.2}"))
+                        .map_or_else(|| "-".to_owned(), |r| format!("{r:.2}")),
+                    p.daemon_cpu_pct
+                        .map_or_else(|| "-".to_owned(), |c| format!("{c:.1}%"))
                 );
             }
         }
@@ -528,6 +550,7 @@ mod tests {
             pressure_size: 0,
             pressure_current: None,
             daemon_alive: None,
+            daemon_cpu_usec: None,
         }
     }
 
@@ -611,6 +634,33 @@ size = "100M"
         let s = summarize("x", "6.1", &scenario, &results, 1.0);
         assert_eq!(s.phases[1].settled_s, None, "±12 % around the mean total");
         assert_eq!(s.phases[1].split_settled_s, Some(2), "1:3 from 12 s on");
+    }
+
+    #[test]
+    fn daemon_cpu_is_its_cpu_time_over_the_window() {
+        let scenario = Scenario::parse(SCENARIO).expect("parses");
+        let mut results = Results::default();
+        for t in 0..=20u32 {
+            let mut s = sample(f64::from(t), &[400, 400]);
+            // 20 ms of CPU a second; one unreadable sample changes nothing.
+            s.daemon_cpu_usec = (t != 15).then(|| u64::from(t) * 20_000);
+            results.samples.push(s);
+        }
+        let s = summarize("x", "6.1", &scenario, &results, 1.0);
+        let pct = s.phases[1].daemon_cpu_pct.expect("read in the window");
+        assert!((pct - 2.0).abs() < 1e-9, "2 % of one CPU, got {pct}");
+        // Started again in the window (its cgroup's counter restarts): no rate.
+        results.samples[18].daemon_cpu_usec = Some(1_000);
+        results.samples[19].daemon_cpu_usec = Some(2_000);
+        results.samples[20].daemon_cpu_usec = Some(3_000);
+        let s = summarize("x", "6.1", &scenario, &results, 1.0);
+        assert_eq!(s.phases[1].daemon_cpu_pct, None);
+        // No daemon: none.
+        for s in &mut results.samples {
+            s.daemon_cpu_usec = None;
+        }
+        let s = summarize("x", "6.1", &scenario, &results, 1.0);
+        assert_eq!(s.phases[1].daemon_cpu_pct, None);
     }
 
     #[test]

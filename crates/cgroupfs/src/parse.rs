@@ -213,6 +213,23 @@ fn for_each_flat_keyed<'a>(
     Ok(())
 }
 
+/// `usage_usec` of a cgroup's `cpu.stat`: the CPU time its tasks used since it was created,
+/// in microseconds. The file exists in every cgroup v2 whether or not the `cpu` controller is
+/// enabled (the lab measures the daemon's own CPU cost with it).
+///
+/// # Errors
+///
+/// As [`flat_keyed`]; [`ParseError::MissingKey`] when `usage_usec` is absent.
+pub fn cpu_usage_usec(text: &str) -> Result<u64, ParseError> {
+    let mut usage = None;
+    for_each_flat_keyed(text, |key, value| {
+        if key == "usage_usec" {
+            usage = Some(value);
+        }
+    })?;
+    usage.ok_or(ParseError::MissingKey { key: "usage_usec" })
+}
+
 /// The fields of a cgroup's `memory.stat` that memweight uses, in bytes except the
 /// event counters (`pgscan`, `pgsteal`, `workingset_refault_*`, which count pages).
 ///
@@ -712,6 +729,22 @@ Node 0, zone   Normal
             }
         );
         assert!(MemoryEvents::parse("low -1\n").is_err());
+    }
+
+    #[test]
+    fn cpu_usage_usec_reads_the_kernels_cpu_stat() {
+        // 6.1 without the cpu controller enabled: the three basic keys only.
+        let basic = "usage_usec 1234567\nuser_usec 1000000\nsystem_usec 234567\n";
+        assert_eq!(cpu_usage_usec(basic), Ok(1_234_567));
+        // With the controller: more keys after them.
+        let full = format!("{basic}core_sched.force_idle_usec 0\nnr_periods 0\nnr_throttled 0\n");
+        assert_eq!(cpu_usage_usec(&full), Ok(1_234_567));
+        assert!(matches!(
+            cpu_usage_usec("user_usec 1\n"),
+            Err(ParseError::MissingKey { key: "usage_usec" })
+        ));
+        assert!(cpu_usage_usec("usage_usec x\n").is_err());
+        assert!(cpu_usage_usec("").is_err());
     }
 
     #[test]

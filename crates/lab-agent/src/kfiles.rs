@@ -27,6 +27,11 @@ pub fn events(text: &str) -> Option<memweight_cgroupfs::MemoryEvents> {
     memweight_cgroupfs::MemoryEvents::parse(text).ok()
 }
 
+/// `cpu.stat`: `usage_usec`, the CPU time a cgroup's tasks used, in microseconds.
+pub fn cpu_usage_usec(text: &str) -> Option<u64> {
+    parse::cpu_usage_usec(text).ok()
+}
+
 /// `/proc/meminfo`: MemTotal, MemAvailable, SwapTotal and SwapFree in bytes.
 pub fn meminfo(text: &str) -> Option<memweight_cgroupfs::HostSample> {
     memweight_cgroupfs::parse_meminfo(text).ok()

@@ -27,6 +27,8 @@ mod host;
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 const WORK_DIR: &str = "/tmp/lab";
 const DAEMON_CONFIG: &str = "/etc/memweight.toml";
+/// The busybox guest's cgroup for memweightd (the host guest's is systemd's unit cgroup).
+const LAB_DAEMON_CGROUP: &str = "/sys/fs/cgroup/memweightd";
 const MODULE_DIR: &str = "/modules";
 /// A timed shell command is killed after this long (unless its `timeout` says otherwise).
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(20);
@@ -134,6 +136,20 @@ fn write_line(line: &str) {
 }
 
 /// Writes an existing kernel control file (never creates one).
+/// A command that runs `program` inside the cgroup `dir`: a shell moves itself into the
+/// cgroup, then execs, so nothing is allocated outside it and the pid stays the program's.
+/// `NO_COLOR`: its output goes to a file, not a terminal.
+fn in_cgroup(dir: &Path, program: &str, args: &[String]) -> Command {
+    let mut c = Command::new("sh");
+    c.arg("-c")
+        .arg("echo 0 > \"$0\" && exec \"$@\"")
+        .arg(dir.join("cgroup.procs"))
+        .arg(program)
+        .args(args)
+        .env("NO_COLOR", "1");
+    c
+}
+
 fn write_file(path: &Path, data: &str) -> Result<()> {
     let mut f = OpenOptions::new()
         .write(true)
@@ -534,14 +550,7 @@ impl Lab {
         };
         let stderr =
             File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
-        // Move the shell into the cgroup first, then exec: nothing is allocated outside it.
-        Command::new("sh")
-            .arg("-c")
-            .arg("echo 0 > \"$0\" && exec \"$@\"")
-            .arg(dir.join("cgroup.procs"))
-            .arg(program)
-            .args(args)
-            .env("NO_COLOR", "1")
+        in_cgroup(dir, program, args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -658,15 +667,20 @@ impl Lab {
         let log2 = log
             .try_clone()
             .context("cannot duplicate the daemon log handle")?;
-        let child = Command::new("memweightd")
-            .args(["--config", DAEMON_CONFIG])
-            // The log is a file, not a terminal: no colour escapes in daemon.log.
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log2)
-            .spawn()
-            .context("cannot start memweightd (is it in the initramfs?)")?;
+        // In a cgroup of its own, as systemd would run it, so that its CPU time can be read.
+        let cgroup = Path::new(LAB_DAEMON_CGROUP);
+        fs::create_dir_all(cgroup)
+            .with_context(|| format!("cannot create {}", cgroup.display()))?;
+        let child = in_cgroup(
+            cgroup,
+            "memweightd",
+            &["--config".into(), DAEMON_CONFIG.into()],
+        )
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2)
+        .spawn()
+        .context("cannot start memweightd (is it in the initramfs?)")?;
         em.event(
             self.now(),
             "daemon-start",
@@ -980,6 +994,16 @@ impl Lab {
                     self.daemon.is_some()
                 }
             }),
+            daemon_cpu_usec: if self.daemon_enabled {
+                let dir = if self.host {
+                    host::DAEMON_CGROUP
+                } else {
+                    LAB_DAEMON_CGROUP
+                };
+                read(&Path::new(dir).join("cpu.stat")).and_then(|s| kfiles::cpu_usage_usec(&s))
+            } else {
+                None
+            },
         }
     }
 

@@ -56,6 +56,10 @@ pub struct Sample {
     pub pressure_current: Option<u64>,
     /// Whether memweightd runs (`None` when the scenario has no daemon).
     pub daemon_alive: Option<bool>,
+    /// CPU time memweightd used since it started, in microseconds: `usage_usec` of its
+    /// cgroup's `cpu.stat` (`None` without a daemon, or when the file could not be read).
+    #[serde(default)]
+    pub daemon_cpu_usec: Option<u64>,
 }
 
 /// One cgroup's files at one second; `None` where a file could not be read.
@@ -210,6 +214,7 @@ mod tests {
             pressure_size: 200 << 20,
             pressure_current: None,
             daemon_alive: Some(true),
+            daemon_cpu_usec: Some(1_500_000),
         };
         let line = sample.progress_line(&[1, 2]);
         assert!(line.contains("c1 w1 100M/150 25k"), "{line}");
