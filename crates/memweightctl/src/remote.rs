@@ -408,6 +408,7 @@ mod tests {
             reserve: 0,
             own_stall: 0.0,
             guards: 0,
+            held: false,
             total_usage: 4000 << 20,
             total_weight: 6,
             pressure: false,

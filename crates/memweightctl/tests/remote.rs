@@ -57,6 +57,7 @@ fn status_reply() -> Reply {
             reserve: 0,
             own_stall: 0.0,
             guards: 0,
+            held: false,
             total_usage: 6000 << 20,
             total_weight: 6,
             pressure: true,

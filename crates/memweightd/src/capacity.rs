@@ -12,6 +12,13 @@
 //! throttled at the `memory.high` it wrote — do not count towards the PSI cut
 //! ([`HostView::own_stall`]), so its own throttling cannot shrink the pool further.
 //!
+//! The pool does not follow MemAvailable's every wobble: while the `auto` estimate stays within
+//! `hysteresis` (default: the reserve) of the pool last used, for the same cgroups, that pool
+//! is kept. MemAvailable moves by several MiB a second around the reserve as the kernel
+//! swaps, refaults and frees; a pool that followed it reclaimed from every cgroup and gave it
+//! back a second later (seed 002 in the lab, issue 11). The estimate is conserved by the
+//! daemon's own reclaim (usage moves into MemAvailable), so a held pool never ratchets.
+//!
 //! In `kernel` mode the pool never shrinks below what the managed cgroups hold: the kernel's
 //! own reclaim decides how much they keep together (it takes cold memory outside them first,
 //! where `auto` keeps MemAvailable above the band kswapd works in and so never lets it), and
@@ -41,11 +48,19 @@ pub struct HostView {
     /// below its original (its tasks sleep in the kernel's throttling, which PSI counts as a
     /// memory stall at every level up to the root). `0.0` when none is held.
     pub own_stall: f64,
+    /// How many cgroups the pool is for: a pool held for another set is not kept.
+    pub cgroups: usize,
 }
 
 /// State carried from tick to tick.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PsiCut(pub u64);
+pub struct Carry {
+    /// What host PSI takes off the pool (auto mode).
+    pub cut: u64,
+    /// The pool before the PSI cut as last moved, and for how many cgroups (auto mode's
+    /// hysteresis; `None`: follow the estimate).
+    pub held: Option<(u64, usize)>,
+}
 
 /// The capacity and how it was made, for `explain` and logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +73,9 @@ pub struct Capacity {
     pub psi_cut: u64,
     /// The MemAvailable reserve this tick (auto mode).
     pub reserve: u64,
+    /// The pool was kept at last tick's: MemAvailable stayed within the hysteresis of where
+    /// it was when the pool last moved (auto mode).
+    pub held: bool,
 }
 
 /// A managed cgroup whose own memory PSI `some avg10` is at least this (%) is reaching for
@@ -82,9 +100,14 @@ fn reserve_of(cfg: &CapacityConfig, host: &HostView) -> u64 {
     }
 }
 
-/// Computes this tick's capacity and the next PSI cut.
+/// How far the `auto` estimate may move from the pool last used before the pool follows it.
+fn hysteresis_of(cfg: &CapacityConfig, host: &HostView, reserve: u64) -> u64 {
+    cfg.hysteresis.map_or(reserve, |a| a.of(host.mem_total))
+}
+
+/// Computes this tick's capacity and the state to carry to the next tick.
 #[must_use]
-pub fn capacity(cfg: &CapacityConfig, host: &HostView, cut: PsiCut) -> (Capacity, PsiCut) {
+pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacity, Carry) {
     match cfg.mode {
         CapacityMode::Fixed => {
             let bytes = cfg.fixed.map_or(host.mem_total, |a| a.of(host.mem_total));
@@ -94,8 +117,9 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, cut: PsiCut) -> (Capacity
                     shortfall: 0,
                     psi_cut: 0,
                     reserve: 0,
+                    held: false,
                 },
-                PsiCut(0),
+                Carry::default(),
             )
         }
         CapacityMode::Kernel => {
@@ -111,8 +135,9 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, cut: PsiCut) -> (Capacity
                     shortfall,
                     psi_cut: 0,
                     reserve,
+                    held: false,
                 },
-                PsiCut(0),
+                Carry::default(),
             )
         }
         CapacityMode::Auto => {
@@ -126,26 +151,37 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, cut: PsiCut) -> (Capacity
                     .is_some_and(|p| p - host.own_stall.max(0.0) > cfg.psi_threshold);
             let max_cut = cfg.psi_max_cut.of(host.mem_total);
             let next = if stalled {
-                cut.0
+                carry
+                    .cut
                     .saturating_add(cfg.psi_step.of(host.mem_total))
                     .min(max_cut)
             } else {
-                cut.0 / 2
+                carry.cut / 2
             };
-            let bytes = host
+            // What the cgroups hold plus MemAvailable above the reserve: the daemon's own
+            // reclaim and the cgroups' refaults move memory between the two terms, not out.
+            let estimate = host
                 .total_usage
                 .saturating_add(headroom)
-                .saturating_sub(shortfall)
-                .saturating_sub(next)
-                .min(host.mem_total);
+                .saturating_sub(shortfall);
+            let band = hysteresis_of(cfg, host, reserve);
+            let kept = carry
+                .held
+                .filter(|&(pool, n)| n == host.cgroups && pool.abs_diff(estimate) <= band)
+                .map(|(pool, _)| pool);
+            let pool = kept.unwrap_or(estimate);
             (
                 Capacity {
-                    bytes,
+                    bytes: pool.saturating_sub(next).min(host.mem_total),
                     shortfall,
                     psi_cut: next,
                     reserve,
+                    held: kept.is_some(),
                 },
-                PsiCut(next),
+                Carry {
+                    cut: next,
+                    held: Some((pool, host.cgroups)),
+                },
             )
         }
     }
@@ -166,6 +202,14 @@ mod tests {
             total_usage: 600 * MIB,
             watermark_band: Some(6 * MIB),
             own_stall: 0.0,
+            cgroups: 2,
+        }
+    }
+
+    fn cut(bytes: u64) -> Carry {
+        Carry {
+            cut: bytes,
+            held: None,
         }
     }
 
@@ -181,9 +225,9 @@ mod tests {
 
     #[test]
     fn auto_grows_with_headroom_and_shrinks_with_shortfall() {
-        let (c, _) = capacity(&auto(), &host(300 * MIB, None), PsiCut(0));
+        let (c, _) = capacity(&auto(), &host(300 * MIB, None), Carry::default());
         assert_eq!(c.bytes, 800 * MIB);
-        let (c, _) = capacity(&auto(), &host(40 * MIB, None), PsiCut(0));
+        let (c, _) = capacity(&auto(), &host(40 * MIB, None), Carry::default());
         assert_eq!(c.bytes, 540 * MIB);
         assert_eq!(c.shortfall, 60 * MIB);
     }
@@ -192,14 +236,107 @@ mod tests {
     fn psi_cut_grows_to_its_cap_and_decays() {
         let cfg = auto();
         let h = host(100 * MIB, Some(50.0));
-        let (c1, k1) = capacity(&cfg, &h, PsiCut(0));
+        let (c1, k1) = capacity(&cfg, &h, Carry::default());
         assert_eq!(c1.bytes, 590 * MIB);
         let (_, k2) = capacity(&cfg, &h, k1);
         let (c3, k3) = capacity(&cfg, &h, k2);
-        assert_eq!(k3.0, 25 * MIB, "capped at psi_max_cut");
+        assert_eq!(k3.cut, 25 * MIB, "capped at psi_max_cut");
         assert_eq!(c3.bytes, 575 * MIB);
         let (c4, k4) = capacity(&cfg, &host(100 * MIB, Some(1.0)), k3);
-        assert!(k4.0 < k3.0 && c4.bytes > c3.bytes);
+        assert!(k4.cut < k3.cut && c4.bytes > c3.bytes);
+    }
+
+    /// Regression (issue 11): the pool followed MemAvailable's every wobble around the reserve,
+    /// so a dip of 15 MiB had the daemon reclaim 21 MiB from a cgroup in one tick and the
+    /// cgroup fault it back a second later (seed 002, lab-out/s25 on 6.12, 51 s). Within the
+    /// hysteresis the pool stays where it was; beyond it, or for another set of cgroups, it
+    /// follows at once.
+    #[test]
+    fn regression_pool_followed_every_wobble_of_mem_available() {
+        let cfg = CapacityConfig {
+            hysteresis: Some(Amount::Bytes(50 * MIB)),
+            ..auto()
+        };
+        let (c, k) = capacity(&cfg, &host(100 * MIB, None), Carry::default());
+        assert_eq!((c.bytes, c.held), (600 * MIB, false), "nothing held yet");
+        assert_eq!(k.held, Some((600 * MIB, 2)));
+        let (c, k2) = capacity(&cfg, &host(85 * MIB, None), k);
+        assert_eq!((c.bytes, c.held), (600 * MIB, true), "15 MiB short: kept");
+        assert_eq!(c.shortfall, 15 * MIB, "the shortfall is still reported");
+        let (c, _) = capacity(&cfg, &host(140 * MIB, None), k2);
+        assert_eq!((c.bytes, c.held), (600 * MIB, true), "40 MiB over: kept");
+        let (c, k3) = capacity(&cfg, &host(40 * MIB, None), k2);
+        assert_eq!(
+            (c.bytes, c.held),
+            (540 * MIB, false),
+            "60 MiB short: follows"
+        );
+        assert_eq!(k3.held, Some((540 * MIB, 2)));
+        // The daemon's own reclaim moves 30 MiB from the cgroups into MemAvailable: the
+        // estimate is the same, so is the pool (no ratchet).
+        let reclaimed = HostView {
+            total_usage: 570 * MIB,
+            ..host(70 * MIB, None)
+        };
+        assert_eq!(capacity(&cfg, &reclaimed, k3).0.bytes, 540 * MIB);
+        // A cgroup joined: the pool held for two is not kept for three.
+        let joined = HostView {
+            cgroups: 3,
+            ..host(110 * MIB, None)
+        };
+        let (c, _) = capacity(&cfg, &joined, k2);
+        assert_eq!((c.bytes, c.held), (610 * MIB, false));
+        // The PSI cut comes off a held pool at once.
+        let (c, _) = capacity(&cfg, &host(90 * MIB, Some(50.0)), k2);
+        assert_eq!((c.bytes, c.psi_cut, c.held), (590 * MIB, 10 * MIB, true));
+        // `hysteresis = 0`: every tick follows.
+        let follow = CapacityConfig {
+            hysteresis: Some(Amount::Bytes(0)),
+            ..auto()
+        };
+        let (c, _) = capacity(&follow, &host(95 * MIB, None), k2);
+        assert_eq!((c.bytes, c.held), (595 * MIB, false));
+    }
+
+    /// Regression (lab, 2026-11-25, `ci-table2` on 6.12): in the phase where everything fits,
+    /// MemAvailable sat at 26 MiB over a 22 MiB reserve; a transient allocation took it to
+    /// 9 MiB for two seconds (MemFree 78 MiB, above every watermark), the pool shrank under
+    /// the cgroups' usage, and both were squeezed for the rest of the phase (touches/s down
+    /// from millions to 300 k). By default the pool holds until the estimate moves by more
+    /// than the reserve: MemAvailable may reach zero, where the kernel's own reclaim is about to
+    /// start, before the daemon takes anything.
+    #[test]
+    fn regression_transient_dip_squeezed_where_everything_fits() {
+        let cfg = CapacityConfig {
+            reserve: Reserve::Watermarks,
+            ..auto()
+        };
+        let fits = |avail| HostView {
+            total_usage: 452 * MIB,
+            watermark_band: Some(22 * MIB),
+            ..host(avail, None)
+        };
+        let (c, k) = capacity(&cfg, &fits(26 * MIB), Carry::default());
+        assert_eq!(c.bytes, 456 * MIB, "above the 452 MiB the cgroups hold");
+        let (c, k) = capacity(&cfg, &fits(18 * MIB), k);
+        let (c2, _) = capacity(&cfg, &fits(9 * MIB), k);
+        assert_eq!((c.bytes, c.held), (456 * MIB, true));
+        assert_eq!((c2.bytes, c2.held), (456 * MIB, true), "17 MiB dip: held");
+        // A real shortage (a pressure step) is followed at once.
+        let (c, _) = capacity(&cfg, &fits(4 * MIB), k);
+        assert_eq!(
+            (c.bytes, c.held),
+            (456 * MIB, true),
+            "22 MiB: still the band"
+        );
+        let (c, _) = capacity(&cfg, &fits(0), k);
+        assert_eq!((c.bytes, c.held), (430 * MIB, false), "26 MiB: beyond it");
+        let short = HostView {
+            total_usage: 400 * MIB,
+            ..fits(0)
+        };
+        let (c, _) = capacity(&cfg, &short, k);
+        assert_eq!((c.bytes, c.held), (378 * MIB, false));
     }
 
     #[test]
@@ -208,8 +345,8 @@ mod tests {
             psi_threshold: 0.0,
             ..auto()
         };
-        let (c, k) = capacity(&cfg, &host(100 * MIB, Some(99.0)), PsiCut(0));
-        assert_eq!((c.bytes, k.0), (600 * MIB, 0));
+        let (c, k) = capacity(&cfg, &host(100 * MIB, Some(99.0)), Carry::default());
+        assert_eq!((c.bytes, k.cut), (600 * MIB, 0));
     }
 
     /// Regression (issue 11): with a reserve of a few % of RAM the daemon saw a shortage where
@@ -221,17 +358,17 @@ mod tests {
             reserve: Reserve::Watermarks,
             ..auto()
         };
-        let (c, _) = capacity(&cfg, &host(58 * MIB, Some(0.0)), PsiCut(0));
+        let (c, _) = capacity(&cfg, &host(58 * MIB, Some(0.0)), Carry::default());
         assert_eq!((c.reserve, c.shortfall), (6 * MIB, 0));
         assert_eq!(c.bytes, 652 * MIB, "usage + what is left above the band");
-        let (c, _) = capacity(&cfg, &host(2 * MIB, None), PsiCut(0));
+        let (c, _) = capacity(&cfg, &host(2 * MIB, None), Carry::default());
         assert_eq!(c.shortfall, 4 * MIB, "short once inside the band");
         let blind = HostView {
             watermark_band: None,
             ..host(58 * MIB, None)
         };
         assert_eq!(
-            capacity(&cfg, &blind, PsiCut(0)).0.reserve,
+            capacity(&cfg, &blind, Carry::default()).0.reserve,
             10 * MIB,
             "1 % fallback"
         );
@@ -247,9 +384,9 @@ mod tests {
             own_stall: 45.0,
             ..host(100 * MIB, Some(50.0))
         };
-        let (c, k) = capacity(&cfg, &own, PsiCut(0));
+        let (c, k) = capacity(&cfg, &own, Carry::default());
         assert_eq!(
-            (c.psi_cut, k.0),
+            (c.psi_cut, k.cut),
             (0, 0),
             "50 % host, 45 % ours: not a shortage signal"
         );
@@ -257,7 +394,7 @@ mod tests {
             own_stall: 20.0,
             ..host(100 * MIB, Some(50.0))
         };
-        let (c, _) = capacity(&cfg, &other, PsiCut(0));
+        let (c, _) = capacity(&cfg, &other, Carry::default());
         assert_eq!(
             c.psi_cut,
             10 * MIB,
@@ -274,10 +411,10 @@ mod tests {
             mode: CapacityMode::Kernel,
             ..auto()
         };
-        let (c, k) = capacity(&cfg, &host(40 * MIB, Some(90.0)), PsiCut(20 * MIB));
+        let (c, k) = capacity(&cfg, &host(40 * MIB, Some(90.0)), cut(20 * MIB));
         assert_eq!(c.bytes, 600 * MIB, "short by 60 MiB: the kernel decides");
-        assert_eq!((c.shortfall, c.psi_cut, k.0), (60 * MIB, 0, 0));
-        let (c, _) = capacity(&cfg, &host(300 * MIB, None), PsiCut(0));
+        assert_eq!((c.shortfall, c.psi_cut, k.cut), (60 * MIB, 0, 0));
+        let (c, _) = capacity(&cfg, &host(300 * MIB, None), Carry::default());
         assert_eq!(c.bytes, 800 * MIB, "usage + MemAvailable above the reserve");
     }
 
@@ -289,7 +426,7 @@ mod tests {
             ..CapacityConfig::default()
         };
         assert_eq!(
-            capacity(&cfg, &host(0, Some(99.0)), PsiCut(7)).0.bytes,
+            capacity(&cfg, &host(0, Some(99.0)), cut(7)).0.bytes,
             500 * MIB
         );
     }

@@ -292,6 +292,10 @@ pub struct CapacityConfig {
     pub psi_step: Amount,
     /// The most PSI may take off the pool (bytes or % of MemTotal).
     pub psi_max_cut: Amount,
+    /// With `mode = "auto"`: how far the pool's estimate (what the cgroups hold plus
+    /// MemAvailable above the reserve) may move before the pool follows it (bytes or % of
+    /// MemTotal; default half the reserve). `0` follows every tick.
+    pub hysteresis: Option<Amount>,
 }
 
 impl Default for CapacityConfig {
@@ -303,6 +307,7 @@ impl Default for CapacityConfig {
             psi_threshold: 40.0,
             psi_step: Amount::Percent(1.0),
             psi_max_cut: Amount::Percent(5.0),
+            hysteresis: None,
         }
     }
 }
@@ -817,7 +822,16 @@ mod tests {
         assert_eq!(cfg.tick.0, Duration::from_secs(1));
         assert!(cfg.enforce);
         assert_eq!(cfg.capacity.mode, CapacityMode::Auto);
+        assert_eq!(cfg.capacity.hysteresis, None, "half the reserve");
         assert_eq!(rules.depth(), 0);
+        for (text, want) in [
+            ("\"0\"", Amount::Bytes(0)),
+            ("\"16M\"", Amount::Bytes(16 << 20)),
+            ("\"1%\"", Amount::Percent(1.0)),
+        ] {
+            let (cfg, _) = parse(&format!("[capacity]\nhysteresis = {text}")).expect("valid");
+            assert_eq!(cfg.capacity.hysteresis, Some(want), "{text}");
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ use serde::Serialize;
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
-use crate::capacity::PsiCut;
+use crate::capacity::Carry;
 use crate::config::{Config, Rules, Settings};
 use crate::containers::{self, Containers, LabelError, Snapshot};
 use crate::decide::{self, Originals, Writes};
@@ -177,7 +177,8 @@ pub struct Controller {
     managed: BTreeMap<String, Managed>,
     jobs: BTreeMap<String, JoinHandle<JobResult>>,
     warned: BTreeSet<String>,
-    psi_cut: PsiCut,
+    /// The capacity's state from the last tick (PSI cut, held pool).
+    carry: Carry,
     /// The kernel's reclaim band (Σ `high` − `min` watermarks) and the tick it was read at:
     /// read again every [`WATERMARKS_EVERY`] ticks (it moves only with sysctls and hotplug).
     watermarks: Option<(u64, u64)>,
@@ -287,7 +288,7 @@ impl Controller {
             managed: BTreeMap::new(),
             jobs: BTreeMap::new(),
             warned: BTreeSet::new(),
-            psi_cut: PsiCut::default(),
+            carry: Carry::default(),
             watermarks: None,
             stopping: Arc::new(AtomicBool::new(false)),
             ticks: 0,
@@ -1258,13 +1259,13 @@ impl Controller {
         let Step {
             capacity: cap,
             guards,
-            next_cut,
+            next,
             own_stall,
             plan,
             rejected,
             cgroups: decided,
-        } = step::step(&law, &law_rows, host, watermark_band, self.psi_cut);
-        self.psi_cut = next_cut;
+        } = step::step(&law, &law_rows, host, watermark_band, self.carry);
+        self.carry = next;
         if let Some(e) = &rejected {
             // Inputs are validated by the config and the protocol; this is a bug.
             error!(error = %e, "policy rejected its inputs; no writes this tick");
@@ -1382,6 +1383,7 @@ impl Controller {
                 reserve: cap.reserve,
                 own_stall,
                 guards,
+                held: cap.held,
                 total_usage: plan.total_usage,
                 total_weight: plan.total_weight,
                 pressure: plan.pressure,

@@ -72,6 +72,7 @@ mod tests {
                     reserve: 0,
                     own_stall: 0.0,
                     guards: 0,
+                    held: false,
                     total_usage: 0,
                     total_weight: 0,
                     pressure: false,

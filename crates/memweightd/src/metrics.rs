@@ -270,6 +270,11 @@ pub fn registry(snapshot: Option<&Snapshot>, metrics: &Metrics) -> Registry {
         "Part of the capacity kept for the memory.high guards above held-back cgroups' targets.",
         saturating_i64(r.pool.guards),
     );
+    b.gauge(
+        "pool_held",
+        "1 when the pool was kept at the last tick's: MemAvailable stayed within the hysteresis.",
+        i64::from(r.pool.held),
+    );
     b.gauge_f(
         "pool_own_stall_percent",
         "Host memory PSI some avg10 explained by the daemon's own throttling (not counted).",
@@ -634,6 +639,7 @@ mod tests {
                 reserve: 0,
                 own_stall: 0.0,
                 guards: 0,
+                held: false,
                 total_usage: 6000 << 20,
                 total_weight: 6,
                 pressure: true,

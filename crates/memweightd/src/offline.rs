@@ -14,7 +14,7 @@ use std::path::Path;
 use memweight_cgroupfs::{CgroupSample, HostSample, Limit, MemoryEvents, MemoryStat};
 use memweight_proto::plan::{PlanFile, PlanOutput, PlanWrites};
 
-use crate::capacity::PsiCut;
+use crate::capacity::Carry;
 use crate::config::{Amount, CapacityConfig, CapacityMode, Config, Settings};
 use crate::decide::Originals;
 use crate::step::{self, Law, Row};
@@ -97,7 +97,7 @@ pub fn plan(file: &PlanFile) -> Result<PlanOutput, String> {
         swap_free: u64::MAX / 2,
         psi: None,
     };
-    let tick = step::step(&law, &rows, &host, None, PsiCut(0));
+    let tick = step::step(&law, &rows, &host, None, Carry::default());
     if let Some(e) = tick.rejected {
         return Err(e);
     }

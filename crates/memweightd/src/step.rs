@@ -12,7 +12,7 @@
 use memweight_cgroupfs::{CgroupSample, HostSample, Limit};
 use memweight_policy::{CgroupInput, Decision, Level, Plan};
 
-use crate::capacity::{self, Capacity, HostView, PsiCut};
+use crate::capacity::{self, Capacity, Carry, HostView};
 use crate::config::{Amount, CapacityConfig, CapacityMode, Settings};
 use crate::decide::{self, Knobs, Observed, Originals, Writes};
 
@@ -73,8 +73,8 @@ pub struct Step {
     /// Bytes of the pool kept for the guards above the targets (see [`Law::guard`]): the
     /// policy shared `capacity − guards`.
     pub guards: u64,
-    /// The PSI cut to carry to the next tick.
-    pub next_cut: PsiCut,
+    /// The capacity's state to carry to the next tick (PSI cut, held pool).
+    pub next: Carry,
     /// The part of host PSI the daemon's own throttling explains (%).
     pub own_stall: f64,
     /// The policy's plan (targets, entitlements, reasons), one decision per row.
@@ -86,14 +86,14 @@ pub struct Step {
 }
 
 /// One tick of the control law. `watermark_band` is the kernel's reclaim band when the reserve
-/// follows it; `cut` the PSI cut carried from the last tick.
+/// follows it; `carry` the capacity's state from the last tick.
 #[must_use]
 pub fn step(
     law: &Law<'_>,
     rows: &[Row<'_>],
     host: &HostSample,
     watermark_band: Option<u64>,
-    cut: PsiCut,
+    carry: Carry,
 ) -> Step {
     let total_usage: u64 = rows.iter().map(|r| r.sample.current).sum();
     let own_stall = rows
@@ -108,7 +108,7 @@ pub fn step(
         })
         .filter_map(|r| r.sample.pressure.as_ref().map(|p| p.some.avg10))
         .fold(0.0, f64::max);
-    let (cap, next_cut) = capacity::capacity(
+    let (cap, next) = capacity::capacity(
         law.capacity,
         &HostView {
             mem_total: host.mem_total,
@@ -117,8 +117,9 @@ pub fn step(
             total_usage,
             watermark_band,
             own_stall,
+            cgroups: rows.len(),
         },
-        cut,
+        carry,
     );
 
     // `kernel` mode: the kernel's reclaim decides the total, so the pool is not shrunk for the
@@ -227,7 +228,7 @@ pub fn step(
     Step {
         capacity: cap,
         guards,
-        next_cut,
+        next,
         own_stall,
         plan,
         rejected,
@@ -458,11 +459,13 @@ mod tests {
                 (0u64..1024).prop_map(|m| Reserve::Amount(Amount::Bytes(m * MIB)))
             ],
             0u64..65_536,
+            prop::option::of(0u64..512),
         )
-            .prop_map(|(mode, reserve, fixed)| CapacityConfig {
+            .prop_map(|(mode, reserve, fixed, hysteresis)| CapacityConfig {
                 mode,
                 fixed: Some(Amount::Bytes(fixed * MIB)),
                 reserve,
+                hysteresis: hysteresis.map(|h| Amount::Bytes(h * MIB)),
                 ..CapacityConfig::default()
             })
     }
@@ -568,7 +571,7 @@ mod tests {
                 guard: Amount::Percent(guard),
                 idle_tax: 0,
             };
-            let out = step(&law, &rows, &host, None, PsiCut(0));
+            let out = step(&law, &rows, &host, None, Carry::default());
             assert!(
                 out.guards.abs_diff(reserved) <= 1,
                 "8 % of the first plan's 400 MiB of targets: {}",
@@ -615,13 +618,13 @@ mod tests {
         ];
         let names = names(&stalled);
         for cgs in [&stalled, &refaulting] {
-            let out = step(&law, &rows(cgs, &names), &host, band, PsiCut(0));
+            let out = step(&law, &rows(cgs, &names), &host, band, Carry::default());
             assert_eq!(
                 out.capacity.bytes,
                 361 * MIB,
                 "the kernel decides the total"
             );
-            assert_eq!((out.guards, out.next_cut), (0, PsiCut(0)));
+            assert_eq!((out.guards, out.next), (0, Carry::default()));
             let targets: Vec<u64> = out.plan.decisions.iter().map(|d| d.target / MIB).collect();
             assert_eq!(targets, [120, 240], "split 1:2 of what they hold");
             let small = &out.cgroups[0];
@@ -643,7 +646,7 @@ mod tests {
             plain(150 * MIB, 1, 0.5, 0),
             plain(211 * MIB, 2, 0.5, MIB / 2),
         ];
-        let out = step(&law, &rows(&calm, &names), &host, band, PsiCut(0));
+        let out = step(&law, &rows(&calm, &names), &host, band, Carry::default());
         assert_eq!(out.plan.level, Level::Unconstrained);
         assert!(out.cgroups.iter().all(|c| c.writes.high.is_none()));
     }
@@ -665,6 +668,7 @@ mod tests {
             step_pct in 1u64..=100,
             band in prop::option::of(0u64..256),
             cut in 0u64..512,
+            held in prop::option::of((0u64..4096, 1usize..8)),
             guard_pct in 0u64..=25,
             idle_tax in prop_oneof![Just(0u8), 1u8..=99],
         ) {
@@ -678,7 +682,8 @@ mod tests {
             };
             let names = names(&cgs);
             let rows = rows(&cgs, &names);
-            let out = step(&law, &rows, &host, band.map(|b| b * MIB), PsiCut(cut * MIB));
+            let carry = Carry { cut: cut * MIB, held: held.map(|(pool, n)| (pool * MIB, n)) };
+            let out = step(&law, &rows, &host, band.map(|b| b * MIB), carry);
             prop_assert_eq!(out.cgroups.len(), rows.len());
             prop_assert!(out.rejected.is_none(), "{:?}", out.rejected);
             for (c, d) in cgs.iter().zip(&out.cgroups) {
@@ -747,7 +752,7 @@ mod tests {
                 .collect();
             let names = names(&cgs);
             let rows = rows(&cgs, &names);
-            let out = step(&law, &rows, &host, None, PsiCut(0));
+            let out = step(&law, &rows, &host, None, Carry::default());
             for (c, d) in cgs.iter().zip(&out.cgroups) {
                 let now = c.sample.high.bytes().unwrap_or(u64::MAX);
                 prop_assert!(

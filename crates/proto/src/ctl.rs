@@ -307,6 +307,10 @@ pub struct Pool {
     /// `capacity − guards`.
     #[serde(default)]
     pub guards: u64,
+    /// The capacity was kept at the last tick's: MemAvailable stayed within the `hysteresis`
+    /// of where it was when the pool last moved (auto capacity).
+    #[serde(default)]
+    pub held: bool,
     /// TU: total usage of the managed cgroups.
     pub total_usage: u64,
     /// TW: total weight.
@@ -886,6 +890,7 @@ mod tests {
             reserve: 0,
             own_stall: 0.0,
             guards: 0,
+            held: false,
             total_usage: 6000 << 20,
             total_weight: 6,
             pressure: true,
