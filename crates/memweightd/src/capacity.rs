@@ -13,8 +13,8 @@
 //! ([`HostView::own_stall`]), so its own throttling cannot shrink the pool further.
 //!
 //! The pool does not follow MemAvailable's every wobble: while the `auto` estimate stays within
-//! `hysteresis` (default: the reserve) of the pool last used, for the same cgroups, that pool
-//! is kept. MemAvailable moves by several MiB a second around the reserve as the kernel
+//! `hysteresis` (default: the kernel's reclaim band, Σ `high` − `min` watermarks) of the pool
+//! last used, for the same cgroups, that pool is kept. MemAvailable moves by several MiB a second around the reserve as the kernel
 //! swaps, refaults and frees; a pool that followed it reclaimed from every cgroup and gave it
 //! back a second later (seed 002 in the lab, issue 11). The estimate is conserved by the
 //! daemon's own reclaim (usage moves into MemAvailable), so a held pool never ratchets.
@@ -94,15 +94,22 @@ pub const REFAULT_DEMAND: u64 = 1 << 20;
 fn reserve_of(cfg: &CapacityConfig, host: &HostView) -> u64 {
     match cfg.reserve {
         Reserve::Amount(a) => a.of(host.mem_total),
-        Reserve::Watermarks => host
-            .watermark_band
-            .unwrap_or(host.mem_total / 100 * FALLBACK_RESERVE_PERCENT),
+        Reserve::Watermarks => kernel_band(host),
     }
 }
 
+/// The kernel's reclaim band, or its stand-in while `/proc/zoneinfo` cannot be read.
+fn kernel_band(host: &HostView) -> u64 {
+    host.watermark_band
+        .unwrap_or(host.mem_total / 100 * FALLBACK_RESERVE_PERCENT)
+}
+
 /// How far the `auto` estimate may move from the pool last used before the pool follows it.
-fn hysteresis_of(cfg: &CapacityConfig, host: &HostView, reserve: u64) -> u64 {
-    cfg.hysteresis.map_or(reserve, |a| a.of(host.mem_total))
+/// By default the kernel's own reclaim band: as far as free memory moves between its `min` and
+/// `high` watermarks without the kernel changing what it does, whatever reserve is configured.
+fn hysteresis_of(cfg: &CapacityConfig, host: &HostView) -> u64 {
+    cfg.hysteresis
+        .map_or_else(|| kernel_band(host), |a| a.of(host.mem_total))
 }
 
 /// Computes this tick's capacity and the state to carry to the next tick.
@@ -164,7 +171,7 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
                 .total_usage
                 .saturating_add(headroom)
                 .saturating_sub(shortfall);
-            let band = hysteresis_of(cfg, host, reserve);
+            let band = hysteresis_of(cfg, host);
             let kept = carry
                 .held
                 .filter(|&(pool, n)| n == host.cgroups && pool.abs_diff(estimate) <= band)
@@ -303,8 +310,8 @@ mod tests {
     /// 9 MiB for two seconds (MemFree 78 MiB, above every watermark), the pool shrank under
     /// the cgroups' usage, and both were squeezed for the rest of the phase (touches/s down
     /// from millions to 300 k). By default the pool holds until the estimate moves by more
-    /// than the reserve: MemAvailable may reach zero, where the kernel's own reclaim is about to
-    /// start, before the daemon takes anything.
+    /// than the kernel's reclaim band (here also the reserve: MemAvailable may reach zero, where
+    /// the kernel's own reclaim is about to start, before the daemon takes anything).
     #[test]
     fn regression_transient_dip_squeezed_where_everything_fits() {
         let cfg = CapacityConfig {
@@ -337,6 +344,16 @@ mod tests {
         };
         let (c, _) = capacity(&cfg, &short, k);
         assert_eq!((c.bytes, c.held), (378 * MIB, false));
+        // A larger reserve of the operator's does not widen the band: the kernel's does.
+        let big = CapacityConfig {
+            reserve: Reserve::Amount(Amount::Bytes(64 * MIB)),
+            ..auto()
+        };
+        let (_, k) = capacity(&big, &fits(90 * MIB), Carry::default());
+        let (c, _) = capacity(&big, &fits(70 * MIB), k);
+        assert!(c.held, "20 MiB: within the 22 MiB band");
+        let (c, _) = capacity(&big, &fits(60 * MIB), k);
+        assert_eq!((c.bytes, c.held), (448 * MIB, false), "30 MiB: followed");
     }
 
     #[test]
