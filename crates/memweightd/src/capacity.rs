@@ -14,10 +14,11 @@
 //!
 //! The pool does not follow MemAvailable's every wobble: while the `auto` estimate stays within
 //! `hysteresis` (default: the kernel's reclaim band, Σ `high` − `min` watermarks) of the pool
-//! last used, for the same cgroups, that pool is kept. MemAvailable moves by several MiB a second around the reserve as the kernel
-//! swaps, refaults and frees; a pool that followed it reclaimed from every cgroup and gave it
-//! back a second later (seed 002 in the lab, issue 11). The estimate is conserved by the
-//! daemon's own reclaim (usage moves into MemAvailable), so a held pool never ratchets.
+//! last used, for the same cgroups, that pool is kept. MemAvailable moves by several MiB a
+//! second around the reserve as the kernel swaps, refaults and frees, and a short-lived process
+//! can take 17 MiB for two seconds; a pool that followed it squeezed cgroups that fitted (lab,
+//! issue 11). The estimate is conserved by the daemon's own reclaim (usage moves into
+//! MemAvailable), so a held pool never ratchets.
 //!
 //! In `kernel` mode the pool never shrinks below what the managed cgroups hold: the kernel's
 //! own reclaim decides how much they keep together (it takes cold memory outside them first,
