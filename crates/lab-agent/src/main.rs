@@ -135,7 +135,6 @@ fn write_line(line: &str) {
     let _ = out.flush();
 }
 
-/// Writes an existing kernel control file (never creates one).
 /// A command that runs `program` inside the cgroup `dir`: a shell moves itself into the
 /// cgroup, then execs, so nothing is allocated outside it and the pid stays the program's.
 /// `NO_COLOR`: its output goes to a file, not a terminal.
@@ -150,6 +149,7 @@ fn in_cgroup(dir: &Path, program: &str, args: &[String]) -> Command {
     c
 }
 
+/// Writes an existing kernel control file (never creates one).
 fn write_file(path: &Path, data: &str) -> Result<()> {
     let mut f = OpenOptions::new()
         .write(true)

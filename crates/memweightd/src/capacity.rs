@@ -107,7 +107,8 @@ fn kernel_band(host: &HostView) -> u64 {
 
 /// How far the `auto` estimate may move from the pool last used before the pool follows it.
 /// By default the kernel's own reclaim band: as far as free memory moves between its `min` and
-/// `high` watermarks without the kernel changing what it does, whatever reserve is configured.
+/// `high` watermarks without the kernel changing what it does. The Controller reads the band
+/// only when the reserve follows it, so with a fixed reserve this is the 1 % stand-in.
 fn hysteresis_of(cfg: &CapacityConfig, host: &HostView) -> u64 {
     cfg.hysteresis
         .map_or_else(|| kernel_band(host), |a| a.of(host.mem_total))
