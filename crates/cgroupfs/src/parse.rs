@@ -230,6 +230,74 @@ pub fn cpu_usage_usec(text: &str) -> Result<u64, ParseError> {
     usage.ok_or(ParseError::MissingKey { key: "usage_usec" })
 }
 
+/// Global reclaim counters from `/proc/vmstat`, in pages since boot. They count only the
+/// kernel's own reclaim of the host — kswapd, direct reclaim of allocating tasks, khugepaged —
+/// not reclaim inside a cgroup (`memory.reclaim`, `memory.high`, `memory.max`), which the
+/// kernel counts only in that cgroup's `memory.stat` (`mm/vmscan.c`: `if (!cgroup_reclaim(sc))
+/// __count_vm_events(...)`, classic and multi-gen LRU alike). So a rise here is the kernel
+/// deciding that the host is short, never the daemon's own writes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Vmstat {
+    /// `pgscan_kswapd`: pages kswapd scanned.
+    pub pgscan_kswapd: u64,
+    /// `pgscan_direct` (+ `pgscan_khugepaged` where the kernel splits it out): pages
+    /// allocating tasks scanned in direct reclaim.
+    pub pgscan_direct: u64,
+    /// `pgsteal_kswapd`: pages kswapd reclaimed.
+    pub pgsteal_kswapd: u64,
+    /// `pgsteal_direct` (+ `pgsteal_khugepaged`): pages direct reclaim reclaimed.
+    pub pgsteal_direct: u64,
+    /// Σ `allocstall_*` (one per zone type): allocations that entered direct reclaim.
+    pub allocstall: u64,
+    /// `workingset_refault_anon` + `workingset_refault_file` (`workingset_refault` before
+    /// 5.9): evicted pages faulted back in, host-wide.
+    pub refault: u64,
+}
+
+impl Vmstat {
+    /// Pages the kernel's global reclaim scanned (kswapd and direct).
+    #[must_use]
+    pub fn scanned(&self) -> u64 {
+        self.pgscan_kswapd.saturating_add(self.pgscan_direct)
+    }
+}
+
+/// Parses `/proc/vmstat` (flat keyed, one `key value` per line) into [`Vmstat`]; keys it
+/// does not use are skipped, keys the running kernel lacks read as 0. Pure, never panics.
+///
+/// # Errors
+///
+/// As [`flat_keyed`]; [`ParseError::MissingKey`] when `pgscan_kswapd` is absent (not a
+/// vmstat file).
+pub fn vmstat(text: &str) -> Result<Vmstat, ParseError> {
+    let mut v = Vmstat::default();
+    let mut seen = false;
+    for_each_flat_keyed(text, |key, value| {
+        let slot = match key {
+            "pgscan_kswapd" => {
+                seen = true;
+                &mut v.pgscan_kswapd
+            }
+            "pgscan_direct" | "pgscan_khugepaged" => &mut v.pgscan_direct,
+            "pgsteal_kswapd" => &mut v.pgsteal_kswapd,
+            "pgsteal_direct" | "pgsteal_khugepaged" => &mut v.pgsteal_direct,
+            "workingset_refault" | "workingset_refault_anon" | "workingset_refault_file" => {
+                &mut v.refault
+            }
+            k if k.starts_with("allocstall_") => &mut v.allocstall,
+            _ => return,
+        };
+        *slot = slot.saturating_add(value);
+    })?;
+    if seen {
+        Ok(v)
+    } else {
+        Err(ParseError::MissingKey {
+            key: "pgscan_kswapd",
+        })
+    }
+}
+
 /// The fields of a cgroup's `memory.stat` that memweight uses, in bytes except the
 /// event counters (`pgscan`, `pgsteal`, `workingset_refault_*`, which count pages).
 ///
@@ -745,6 +813,42 @@ Node 0, zone   Normal
         ));
         assert!(cpu_usage_usec("usage_usec x\n").is_err());
         assert!(cpu_usage_usec("").is_err());
+    }
+
+    #[test]
+    fn vmstat_sums_global_reclaim_counters() {
+        // khugepaged's counters (split out since 6.6) count with direct reclaim.
+        let text = "nr_free_pages 1000\npgscan_kswapd 500\npgscan_direct 20\n\
+                    pgscan_khugepaged 3\npgsteal_kswapd 400\npgsteal_direct 10\n\
+                    pgsteal_khugepaged 1\nallocstall_dma 1\nallocstall_dma32 2\n\
+                    allocstall_normal 3\nallocstall_movable 4\n\
+                    workingset_refault_anon 7\nworkingset_refault_file 8\n";
+        let v = vmstat(text).expect("valid vmstat");
+        assert_eq!(
+            v,
+            Vmstat {
+                pgscan_kswapd: 500,
+                pgscan_direct: 23,
+                pgsteal_kswapd: 400,
+                pgsteal_direct: 11,
+                allocstall: 10,
+                refault: 15,
+            }
+        );
+        assert_eq!(v.scanned(), 523);
+        // Kernels before 5.9 have one refault counter.
+        let old = vmstat("pgscan_kswapd 1\nworkingset_refault 9\n").expect("old names");
+        assert_eq!(old.refault, 9);
+        assert!(matches!(
+            vmstat("nr_free_pages 1\n"),
+            Err(ParseError::MissingKey {
+                key: "pgscan_kswapd"
+            })
+        ));
+        assert!(vmstat("pgscan_kswapd x\n").is_err());
+        assert!(vmstat("pgscan_kswapd 1 2\n").is_err());
+        let huge = format!("pgscan_kswapd {}\npgscan_direct {}\n", u64::MAX, u64::MAX);
+        assert_eq!(vmstat(&huge).expect("saturates").scanned(), u64::MAX);
     }
 
     #[test]

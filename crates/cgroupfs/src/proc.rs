@@ -8,7 +8,7 @@ use procfs::FromRead;
 
 use crate::Error;
 use crate::cgroup::Reader;
-use crate::parse::{self, ParseError, Psi, Watermarks};
+use crate::parse::{self, ParseError, Psi, Vmstat, Watermarks};
 
 /// A procfs mount given by the caller: normally `/proc`, a tempdir in tests.
 #[derive(Debug, Clone)]
@@ -31,6 +31,8 @@ pub struct HostSample {
     pub swap_free: u64,
     /// `pressure/memory`; `None` if the kernel has no PSI or it is disabled (`psi=0`).
     pub psi: Option<Psi>,
+    /// The kernel's global reclaim counters from `vmstat`; `None` when the file is missing.
+    pub vmstat: Option<Vmstat>,
 }
 
 /// Largest `kB` value whose byte count still fits in a `u64`.
@@ -110,13 +112,13 @@ impl ProcFs {
         })
     }
 
-    /// Reads `meminfo` and `pressure/memory`.
+    /// Reads `meminfo`, `pressure/memory` and `vmstat`.
     ///
     /// # Errors
     ///
     /// [`Error::Io`] if `meminfo` cannot be read, [`Error::Parse`] if it is malformed
     /// or lacks `MemAvailable` (kernels before 3.14), and the same for a present but
-    /// malformed `pressure/memory`.
+    /// malformed `pressure/memory` or `vmstat`.
     pub fn host(&self) -> Result<HostSample, Error> {
         let (path, text) = self.read("meminfo")?;
         let memory = meminfo(&text).map_err(|what| Error::Parse {
@@ -124,7 +126,19 @@ impl ProcFs {
             what,
         })?;
         let psi = Reader::new(self.root.join("pressure")).read_psi("memory")?;
-        Ok(HostSample { psi, ..memory })
+        let vmstat = match self.read("vmstat") {
+            Ok((path, text)) => Some(parse::vmstat(&text).map_err(|e| Error::Parse {
+                path,
+                what: e.to_string(),
+            })?),
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        Ok(HostSample {
+            psi,
+            vmstat,
+            ..memory
+        })
     }
 }
 
@@ -148,6 +162,7 @@ pub fn meminfo(text: &str) -> Result<HostSample, String> {
         swap_total: meminfo.swap_total,
         swap_free: meminfo.swap_free,
         psi: None,
+        vmstat: None,
     })
 }
 
@@ -184,6 +199,22 @@ mod tests {
         let psi = host.psi.expect("PSI present");
         assert!((psi.some.avg10 - 42.5).abs() < 1e-9);
         assert!((psi.full.expect("full line").avg10 - 10.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn host_reads_the_kernels_global_reclaim_from_vmstat() {
+        let (dir, fake, proc) = fake();
+        fake.set_reclaim_scanned(1000);
+        let v = proc
+            .host()
+            .expect("readable")
+            .vmstat
+            .expect("vmstat present");
+        assert_eq!(v.scanned(), 1000);
+        std::fs::write(dir.path().join("vmstat"), "pgscan_kswapd x\n").expect("write");
+        assert!(matches!(proc.host(), Err(Error::Parse { .. })));
+        std::fs::remove_file(dir.path().join("vmstat")).expect("remove");
+        assert_eq!(proc.host().expect("readable").vmstat, None, "missing: None");
     }
 
     #[test]

@@ -361,7 +361,23 @@ impl FakeProc {
         fake.set_meminfo(FakeMeminfo::default());
         fake.set_psi(0.0, 0.0);
         fake.set_watermarks(4096, 8290, 12_484);
+        fake.set_reclaim_scanned(0);
         fake
+    }
+
+    /// Rewrites `vmstat` with `scanned` pages of global reclaim (split between kswapd and
+    /// direct reclaim) and the other reclaim keys a 6.x kernel prints.
+    pub fn set_reclaim_scanned(&self, scanned: u64) {
+        let direct = scanned / 4;
+        let kswapd = scanned - direct;
+        let text = format!(
+            "nr_free_pages 262144\nnr_zone_inactive_anon 1000\npgfault 123456\n\
+             pgscan_kswapd {kswapd}\npgscan_direct {direct}\npgscan_khugepaged 0\n\
+             pgsteal_kswapd {kswapd}\npgsteal_direct {direct}\npgsteal_khugepaged 0\n\
+             allocstall_dma 0\nallocstall_dma32 0\nallocstall_normal 0\n\
+             allocstall_movable 0\nworkingset_refault_anon 0\nworkingset_refault_file 0\n"
+        );
+        put(&self.root.join("vmstat"), &text);
     }
 
     /// Rewrites `zoneinfo` as one populated zone with these watermarks (pages) beside an
