@@ -131,9 +131,10 @@ pub enum Mode {
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=60_000))]
         count: u32,
     },
-    /// A client of a Redis server: load KEYS values of VALUE_SIZE bytes, then send one request
-    /// at a time, a GET of a random key or (SET_PCT %) a SET; ops are requests answered (the
-    /// load does not count). Waits up to 3 minutes for the server to accept connections.
+    /// A client of a Redis server: load KEYS values of VALUE_SIZE bytes, then send requests,
+    /// PIPELINE per round trip, each a GET of a random key or (SET_PCT %) a SET; ops are
+    /// requests answered (the load does not count). Waits up to 3 minutes for the server to
+    /// accept connections.
     Redis {
         /// The server, e.g. 127.0.0.1:6379.
         #[arg(long)]
@@ -147,6 +148,10 @@ pub enum Mode {
         /// Percentage of requests that are SETs.
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u8).range(0..=100))]
         set_pct: u8,
+        /// Requests per round trip (1: one at a time). Under TCG a round trip costs far more
+        /// than a swap-in, so without a pipeline the request rate hardly shows residency.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+        pipeline: u32,
     },
     /// The floor of sampling cost: every INTERVAL, read the ten files memweightd reads for
     /// each cgroup directly under DIR, with pread on descriptors kept open and no parsing
@@ -496,6 +501,7 @@ impl Cli {
                 dataset,
                 value_size,
                 set_pct,
+                pipeline,
             } => {
                 if value_size == 0 || value_size > 512 << 20 {
                     return Err(usage(format!(
@@ -515,6 +521,7 @@ impl Cli {
                     keys,
                     value_size,
                     set_pct,
+                    pipeline,
                 })
             }
             Mode::Sampler {
