@@ -424,6 +424,7 @@ check = "no-oom-kill"
                 pressure_current: None,
                 daemon_alive: Some(u64::from(t) <= alive_until),
                 daemon_cpu_usec: None,
+                kswapd_cpu_usec: None,
             });
         }
         r.events.push(Event {

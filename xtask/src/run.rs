@@ -643,7 +643,7 @@ fn write_timeseries(
         "t,cgroup,weight,present,current,high,low,swap,psi_some10,psi_full10,ops_per_s,\
          events_high,events_max,events_oom_kill,target,host_mem_available,host_swap_used,\
          host_psi_some10,host_psi_full10,pressure_size,pressure_current,daemon_alive,host_mem_free,\
-         daemon_cpu_usec\n",
+         daemon_cpu_usec,kswapd_cpu_usec\n",
     );
     for s in &results.samples {
         for (i, c) in s.cgroups.iter().enumerate() {
@@ -661,7 +661,7 @@ fn write_timeseries(
             });
             let _ = writeln!(
                 csv,
-                "{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 s.t,
                 c.name,
                 weight,
@@ -686,6 +686,7 @@ fn write_timeseries(
                 opt(s.daemon_alive),
                 opt(s.host.mem_free),
                 opt(s.daemon_cpu_usec),
+                opt(s.kswapd_cpu_usec),
             );
         }
     }

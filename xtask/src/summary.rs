@@ -101,15 +101,17 @@ pub struct PhaseSummary {
     /// memweightd's CPU time over the window, in % of one CPU (`None`: no daemon, or fewer
     /// than two readings of its `cpu.stat`): what the daemon takes from the workloads.
     pub daemon_cpu_pct: Option<f64>,
+    /// The kernel's kswapd threads' CPU time over the window, in % of one CPU: the global
+    /// reclaim's own work, beside the daemon's (issue 19: does the reclaim work move or grow?).
+    pub kswapd_cpu_pct: Option<f64>,
     /// Per cgroup present over the whole window.
     pub cgroups: Vec<PhaseCgroup>,
 }
 
-/// CPU time used between the first and the last sample that read it, in % of one CPU.
-fn cpu_pct(window: &[&Sample]) -> Option<f64> {
-    let mut read = window
-        .iter()
-        .filter_map(|s| s.daemon_cpu_usec.map(|u| (s.t, u)));
+/// CPU time used between the first and the last sample that read it, in % of one CPU;
+/// `usec` picks the counter (the daemon's, kswapd's).
+fn cpu_pct(window: &[&Sample], usec: impl Fn(&Sample) -> Option<u64>) -> Option<f64> {
+    let mut read = window.iter().filter_map(|s| usec(s).map(|u| (s.t, u)));
     let (t0, u0) = read.next()?;
     let (t1, u1) = read.next_back()?;
     // A daemon started again in the window counts from zero: no rate across it.
@@ -354,7 +356,8 @@ pub fn summarize(
             mem_available,
             settled_s,
             split_settled_s,
-            daemon_cpu_pct: cpu_pct(&window),
+            daemon_cpu_pct: cpu_pct(&window, |s| s.daemon_cpu_usec),
+            kswapd_cpu_pct: cpu_pct(&window, |s| s.kswapd_cpu_usec),
             cgroups,
         });
     }
@@ -430,7 +433,7 @@ impl Summary {
         );
         let _ = writeln!(
             s,
-            "{:>5} {:>9} {:>8} {:>6} {:>4} {:>9} {:>9} {:>8} {:>10} {:>7} {:>5} {:>6} {:>8} {:>6} {:>6}",
+            "{:>5} {:>9} {:>8} {:>6} {:>4} {:>9} {:>9} {:>8} {:>10} {:>7} {:>5} {:>6} {:>8} {:>6} {:>6} {:>6}",
             "phase",
             "window",
             "pressure",
@@ -445,7 +448,8 @@ impl Summary {
             "avail",
             "high-ev",
             "hi/lo",
-            "d-cpu"
+            "d-cpu",
+            "k-cpu"
         );
         for p in &self.phases {
             let settled =
@@ -456,7 +460,7 @@ impl Summary {
             for c in &p.cgroups {
                 let _ = writeln!(
                     s,
-                    "{:>5} {:>9} {:>7.0}M {:>6} {:>4} {:>8.0}M {:>8.0}M {:>8} {:>10} {:>7} {:>5} {:>6} {:>8} {:>6} {:>6}",
+                    "{:>5} {:>9} {:>7.0}M {:>6} {:>4} {:>8.0}M {:>8.0}M {:>8} {:>10} {:>7} {:>5} {:>6} {:>8} {:>6} {:>6} {:>6}",
                     p.index,
                     format!("{}-{}s", p.window_start, p.end),
                     mib(p.pressure + p.balloon),
@@ -476,6 +480,8 @@ impl Summary {
                     p.ops_ratio
                         .map_or_else(|| "-".to_owned(), |r| format!("{r:.2}")),
                     p.daemon_cpu_pct
+                        .map_or_else(|| "-".to_owned(), |c| format!("{c:.1}%")),
+                    p.kswapd_cpu_pct
                         .map_or_else(|| "-".to_owned(), |c| format!("{c:.1}%"))
                 );
             }
@@ -551,6 +557,7 @@ mod tests {
             pressure_current: None,
             daemon_alive: None,
             daemon_cpu_usec: None,
+            kswapd_cpu_usec: None,
         }
     }
 
@@ -644,11 +651,17 @@ size = "100M"
             let mut s = sample(f64::from(t), &[400, 400]);
             // 20 ms of CPU a second; one unreadable sample changes nothing.
             s.daemon_cpu_usec = (t != 15).then(|| u64::from(t) * 20_000);
+            s.kswapd_cpu_usec = Some(5_000_000 + u64::from(t) * 50_000);
             results.samples.push(s);
         }
         let s = summarize("x", "6.1", &scenario, &results, 1.0);
         let pct = s.phases[1].daemon_cpu_pct.expect("read in the window");
         assert!((pct - 2.0).abs() < 1e-9, "2 % of one CPU, got {pct}");
+        let kswapd = s.phases[1].kswapd_cpu_pct.expect("kswapd read");
+        assert!(
+            (kswapd - 5.0).abs() < 1e-9,
+            "kswapd 5 % beside it, got {kswapd}"
+        );
         // Started again in the window (its cgroup's counter restarts): no rate.
         results.samples[18].daemon_cpu_usec = Some(1_000);
         results.samples[19].daemon_cpu_usec = Some(2_000);

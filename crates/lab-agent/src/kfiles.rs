@@ -32,6 +32,14 @@ pub fn cpu_usage_usec(text: &str) -> Option<u64> {
     parse::cpu_usage_usec(text).ok()
 }
 
+/// `/proc/PID/stat`: the task's CPU time (`utime` + `stime`) in clock ticks, read with
+/// procfs's parser (the comm field may hold spaces and parentheses).
+pub fn task_cpu_ticks(text: &str) -> Option<u64> {
+    use procfs::FromRead;
+    let stat = procfs::process::Stat::from_read(text.as_bytes()).ok()?;
+    Some(stat.utime.saturating_add(stat.stime))
+}
+
 /// `/proc/meminfo`: MemTotal, MemAvailable, SwapTotal and SwapFree in bytes.
 pub fn meminfo(text: &str) -> Option<memweight_cgroupfs::HostSample> {
     memweight_cgroupfs::parse_meminfo(text).ok()
@@ -55,6 +63,23 @@ mod tests {
         assert_eq!(limit("max\n"), Some(Limit::Max));
         assert_eq!(limit("1048576\n"), Some(Limit::Bytes(1 << 20)));
         assert_eq!(limit("-1"), None);
+    }
+
+    #[test]
+    fn task_cpu_ticks_reads_a_kernel_threads_stat() {
+        // kswapd0 on a 6.1 guest: utime 0, stime 1234 ticks.
+        let text = "52 (kswapd0) S 2 0 0 0 -1 2228288 0 0 0 0 0 1234 0 0 20 0 1 0 41 0 0 \
+                    18446744073709551615 0 0 0 0 0 0 0 2147483647 0 1 0 0 17 1 0 0 0 0 0 0 0 \
+                    0 0 0 0 0 0\n";
+        assert_eq!(task_cpu_ticks(text), Some(1234));
+        let odd = text.replace("(kswapd0)", "(a) b (c)");
+        assert_eq!(
+            task_cpu_ticks(&odd),
+            Some(1234),
+            "comm with spaces and parentheses"
+        );
+        assert_eq!(task_cpu_ticks("52 (kswapd0) S"), None);
+        assert_eq!(task_cpu_ticks(""), None);
     }
 
     #[test]

@@ -329,6 +329,8 @@ struct Lab {
     daemon: Option<Child>,
     daemon_enabled: bool,
     daemon_stopping: bool,
+    /// `/proc/PID` of every kswapd thread, found once (kernel threads do not come and go).
+    kswapd: Vec<PathBuf>,
     commands: Vec<PendingCommand>,
     command_files: Vec<(String, PathBuf)>,
 }
@@ -406,6 +408,7 @@ impl Lab {
             pressure_size: 0,
             daemon: None,
             daemon_enabled: scenario.daemon.enabled,
+            kswapd: kswapd_tasks(),
             daemon_stopping: false,
             commands: Vec::new(),
             command_files: Vec::new(),
@@ -1004,6 +1007,7 @@ impl Lab {
             } else {
                 None
             },
+            kswapd_cpu_usec: kswapd_cpu_usec(&self.kswapd),
         }
     }
 
@@ -1136,6 +1140,38 @@ fn start_logged(argv: &[String], log: &Path) -> Result<Child> {
         .stderr(stderr)
         .spawn()
         .with_context(|| format!("cannot start {program}"))
+}
+
+/// `/proc/PID` of every task named `kswapd*` (one per NUMA node).
+fn kswapd_tasks() -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter(|p| read(&p.join("comm")).is_some_and(|c| c.starts_with("kswapd")))
+        .collect();
+    found.sort();
+    found
+}
+
+/// Σ CPU time of the kswapd threads since boot, in microseconds.
+fn kswapd_cpu_usec(tasks: &[PathBuf]) -> Option<u64> {
+    if tasks.is_empty() {
+        return None;
+    }
+    let per_s = procfs::ticks_per_second().max(1);
+    tasks
+        .iter()
+        .map(|t| read(&t.join("stat")).and_then(|s| kfiles::task_cpu_ticks(&s)))
+        .sum::<Option<u64>>()
+        .map(|ticks| ticks.saturating_mul(1_000_000) / per_s)
 }
 
 fn mkdir(dir: &Path) -> Result<()> {

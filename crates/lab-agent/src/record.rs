@@ -60,6 +60,11 @@ pub struct Sample {
     /// cgroup's `cpu.stat` (`None` without a daemon, or when the file could not be read).
     #[serde(default)]
     pub daemon_cpu_usec: Option<u64>,
+    /// CPU time the kernel's kswapd threads used since boot, in microseconds (Σ `utime` +
+    /// `stime` of every `kswapd*` task's `/proc/PID/stat`): the global reclaim's own cost,
+    /// beside the daemon's (`None` when none could be read).
+    #[serde(default)]
+    pub kswapd_cpu_usec: Option<u64>,
 }
 
 /// One cgroup's files at one second; `None` where a file could not be read.
@@ -215,6 +220,7 @@ mod tests {
             pressure_current: None,
             daemon_alive: Some(true),
             daemon_cpu_usec: Some(1_500_000),
+            kswapd_cpu_usec: Some(700_000),
         };
         let line = sample.progress_line(&[1, 2]);
         assert!(line.contains("c1 w1 100M/150 25k"), "{line}");
