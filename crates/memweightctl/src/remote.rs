@@ -409,6 +409,7 @@ mod tests {
             own_stall: 0.0,
             guards: 0,
             held: false,
+            reclaiming: false,
             total_usage: 4000 << 20,
             total_weight: 6,
             pressure: false,

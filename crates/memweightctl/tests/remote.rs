@@ -58,6 +58,7 @@ fn status_reply() -> Reply {
             own_stall: 0.0,
             guards: 0,
             held: false,
+            reclaiming: false,
             total_usage: 6000 << 20,
             total_weight: 6,
             pressure: true,

@@ -1,29 +1,35 @@
 //! The pool capacity `C`: how much memory the managed cgroups may hold together this tick.
 //!
-//! Pure: host numbers in, bytes out. In `auto` mode the pool is what the cgroups hold now plus
-//! what the host can still give before its free-memory reserve, minus a cut that grows while
-//! host memory PSI stays above a threshold and decays when it clears. This is how external
-//! pressure (another process, a balloon driver) becomes weighted reclaim instead of the
-//! kernel's global LRU.
+//! Pure: host numbers in, bytes out. Three modes.
 //!
-//! A shortage is measured the way the kernel sees it: the default reserve is the width of the
-//! kernel's reclaim band (Σ `high` − `min` watermarks, [`crate::config::Reserve::Watermarks`]),
-//! not a fixed share of RAM; and stalls the daemon causes itself — tasks of managed cgroups
-//! throttled at the `memory.high` it wrote — do not count towards the PSI cut
-//! ([`HostView::own_stall`]), so its own throttling cannot shrink the pool further.
+//! `auto` (the default) is work-conserving: the kernel decides the total, the daemon only the
+//! split. The pool is what the managed cgroups hold now, plus MemAvailable above the reserve
+//! while the kernel's global reclaim is idle. Whether it is idle is what the kernel itself
+//! says: `/proc/vmstat`'s `pgscan_kswapd` + `pgscan_direct` did not move since the last tick
+//! ([`HostView::reclaim_scanned`]); those count only the kernel's reclaim of the host, never
+//! `memory.reclaim` or `memory.high` inside a cgroup, so the daemon's own writes cannot make
+//! the host look short. The pool never shrinks below what the cgroups hold: whatever the
+//! kernel's reclaim leaves them is theirs, and the daemon never reclaims (step.rs: the split
+//! is carried by `memory.low`), so nothing it does can ratchet the pool down.
 //!
-//! The pool does not follow MemAvailable's every wobble: while the `auto` estimate stays within
-//! `hysteresis` (default: the kernel's reclaim band, Σ `high` − `min` watermarks) of the pool
-//! last used, for the same cgroups, that pool is kept. MemAvailable moves by several MiB a
-//! second around the reserve as the kernel swaps, refaults and frees, and a short-lived process
-//! can take 17 MiB for two seconds; a pool that followed it squeezed cgroups that fitted (lab,
-//! issue 11). The estimate is conserved by the daemon's own reclaim (usage moves into
-//! MemAvailable), so a held pool never ratchets.
+//! `reserve` (the law that was `auto` until issue 19) defends free memory: the pool is what
+//! the cgroups hold now plus what the host can still give before its free-memory reserve,
+//! minus a cut that grows while host memory PSI stays above a threshold and decays when it
+//! clears, enforced with `memory.reclaim` and `memory.high`. A shortage is measured the way
+//! the kernel sees it: the default reserve is the width of the kernel's reclaim band (Σ
+//! `high` − `min` watermarks, [`crate::config::Reserve::Watermarks`]); stalls the daemon
+//! causes itself — tasks of managed cgroups throttled at the `memory.high` it wrote — do not
+//! count towards the PSI cut ([`HostView::own_stall`]). The pool does not follow
+//! MemAvailable's every wobble: while the estimate stays within `hysteresis` (default: the
+//! kernel's reclaim band) of the pool last used, for the same cgroups, that pool is kept (a
+//! short-lived process took 17 MiB for two seconds and a pool that followed it squeezed
+//! cgroups that fitted; lab, issue 11). The estimate is conserved by the daemon's own reclaim
+//! (usage moves into MemAvailable), so a held pool never ratchets. Its price is that the
+//! managed cgroups pay for the whole shortage while cold memory outside them is never
+//! reclaimed (issue 19: two Redis containers kept 123–145 MiB where the kernel alone left them
+//! 228–241).
 //!
-//! In `kernel` mode the pool never shrinks below what the managed cgroups hold: the kernel's
-//! own reclaim decides how much they keep together (it takes cold memory outside them first,
-//! where `auto` keeps MemAvailable above the band kswapd works in and so never lets it), and
-//! the daemon only moves memory between them by weight.
+//! `fixed`: a size or a share of MemTotal, enforced like `reserve`.
 
 use crate::config::{CapacityConfig, CapacityMode, Reserve};
 
@@ -51,6 +57,9 @@ pub struct HostView {
     pub own_stall: f64,
     /// How many cgroups the pool is for: a pool held for another set is not kept.
     pub cgroups: usize,
+    /// Pages the kernel's global reclaim has scanned since boot (`/proc/vmstat`
+    /// `pgscan_kswapd` + `pgscan_direct`), when the file was read.
+    pub reclaim_scanned: Option<u64>,
 }
 
 /// State carried from tick to tick.
@@ -58,9 +67,12 @@ pub struct HostView {
 pub struct Carry {
     /// What host PSI takes off the pool (auto mode).
     pub cut: u64,
-    /// The pool before the PSI cut as last moved, and for how many cgroups (auto mode's
+    /// The pool before the PSI cut as last moved, and for how many cgroups (reserve mode's
     /// hysteresis; `None`: follow the estimate).
     pub held: Option<(u64, usize)>,
+    /// [`HostView::reclaim_scanned`] at the last tick, to tell whether the kernel reclaimed
+    /// since.
+    pub scanned: Option<u64>,
 }
 
 /// The capacity and how it was made, for `explain` and logs.
@@ -75,18 +87,22 @@ pub struct Capacity {
     /// The MemAvailable reserve this tick (auto mode).
     pub reserve: u64,
     /// The pool was kept at last tick's: MemAvailable stayed within the hysteresis of where
-    /// it was when the pool last moved (auto mode).
+    /// it was when the pool last moved (reserve mode).
     pub held: bool,
+    /// The kernel's global reclaim ran since the last tick (kswapd or direct reclaim scanned
+    /// pages; on the first tick, or without `/proc/vmstat`: MemAvailable at or below the
+    /// reserve). In `auto` mode the pool then has no headroom.
+    pub reclaiming: bool,
 }
 
 /// A managed cgroup whose own memory PSI `some avg10` is at least this (%) is reaching for
-/// more than it holds, in `mode = "kernel"`: the kernel's reclaim is taking its memory and it
+/// more than it holds, in `mode = "auto"`: the kernel's reclaim is taking its memory and it
 /// faults it back. Its demand is then the whole pool (capped by its own limits), so that a
 /// cgroup above its weighted share gives way to it.
 pub const STALL_DEMAND_PCT: f64 = 1.0;
 
 /// A managed cgroup that faulted back at least this many bytes since its previous sample is
-/// reaching for more than it holds, in `mode = "kernel"`, as with [`STALL_DEMAND_PCT`]: a
+/// reaching for more than it holds, in `mode = "auto"`, as with [`STALL_DEMAND_PCT`]: a
 /// server answering one request at a time stalls little (Redis under a balloon: PSI 0.1–1.6 %
 /// while a third of its dataset sat in swap) but refaults steadily.
 pub const REFAULT_DEMAND: u64 = 1 << 20;
@@ -105,7 +121,7 @@ fn kernel_band(host: &HostView) -> u64 {
         .unwrap_or(host.mem_total / 100 * FALLBACK_RESERVE_PERCENT)
 }
 
-/// How far the `auto` estimate may move from the pool last used before the pool follows it.
+/// How far the `reserve` estimate may move from the pool last used before the pool follows it.
 /// By default the kernel's own reclaim band: as far as free memory moves between its `min` and
 /// `high` watermarks without the kernel changing what it does. The Controller reads the band
 /// only when the reserve follows it, so with a fixed reserve this is the 1 % stand-in.
@@ -117,6 +133,14 @@ fn hysteresis_of(cfg: &CapacityConfig, host: &HostView) -> u64 {
 /// Computes this tick's capacity and the state to carry to the next tick.
 #[must_use]
 pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacity, Carry) {
+    let reserve = reserve_of(cfg, host);
+    // Whether the kernel reclaimed since the last tick: what vmstat says when it can, else
+    // whether MemAvailable is down in the band where kswapd is about to run.
+    let reclaiming = match (carry.scanned, host.reclaim_scanned) {
+        (Some(before), Some(now)) => now > before,
+        _ => host.mem_available <= reserve,
+    };
+    let scanned = host.reclaim_scanned;
     match cfg.mode {
         CapacityMode::Fixed => {
             let bytes = cfg.fixed.map_or(host.mem_total, |a| a.of(host.mem_total));
@@ -127,14 +151,23 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
                     psi_cut: 0,
                     reserve: 0,
                     held: false,
+                    reclaiming,
                 },
-                Carry::default(),
+                Carry {
+                    scanned,
+                    ..Carry::default()
+                },
             )
         }
-        CapacityMode::Kernel => {
-            let reserve = reserve_of(cfg, host);
+        CapacityMode::Auto => {
             let shortfall = reserve.saturating_sub(host.mem_available);
-            let headroom = host.mem_available.saturating_sub(reserve);
+            // Free memory counts only while the kernel is not reclaiming: once it is, what
+            // the cgroups hold is what it leaves them, and the split is of that.
+            let headroom = if reclaiming {
+                0
+            } else {
+                host.mem_available.saturating_sub(reserve)
+            };
             (
                 Capacity {
                     bytes: host
@@ -145,12 +178,15 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
                     psi_cut: 0,
                     reserve,
                     held: false,
+                    reclaiming,
                 },
-                Carry::default(),
+                Carry {
+                    scanned,
+                    ..Carry::default()
+                },
             )
         }
-        CapacityMode::Auto => {
-            let reserve = reserve_of(cfg, host);
+        CapacityMode::Reserve => {
             let shortfall = reserve.saturating_sub(host.mem_available);
             let headroom = host.mem_available.saturating_sub(reserve);
             // Stalls outside what the daemon's own throttling explains.
@@ -186,10 +222,12 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
                     psi_cut: next,
                     reserve,
                     held: kept.is_some(),
+                    reclaiming,
                 },
                 Carry {
                     cut: next,
                     held: Some((pool, host.cgroups)),
+                    scanned,
                 },
             )
         }
@@ -212,18 +250,20 @@ mod tests {
             watermark_band: Some(6 * MIB),
             own_stall: 0.0,
             cgroups: 2,
+            reclaim_scanned: None,
         }
     }
 
     fn cut(bytes: u64) -> Carry {
         Carry {
             cut: bytes,
-            held: None,
+            ..Carry::default()
         }
     }
 
-    fn auto() -> CapacityConfig {
+    fn reserve() -> CapacityConfig {
         CapacityConfig {
+            mode: CapacityMode::Reserve,
             reserve: Reserve::Amount(Amount::Bytes(100 * MIB)),
             psi_threshold: 10.0,
             psi_step: Amount::Bytes(10 * MIB),
@@ -233,17 +273,17 @@ mod tests {
     }
 
     #[test]
-    fn auto_grows_with_headroom_and_shrinks_with_shortfall() {
-        let (c, _) = capacity(&auto(), &host(300 * MIB, None), Carry::default());
+    fn reserve_grows_with_headroom_and_shrinks_with_shortfall() {
+        let (c, _) = capacity(&reserve(), &host(300 * MIB, None), Carry::default());
         assert_eq!(c.bytes, 800 * MIB);
-        let (c, _) = capacity(&auto(), &host(40 * MIB, None), Carry::default());
+        let (c, _) = capacity(&reserve(), &host(40 * MIB, None), Carry::default());
         assert_eq!(c.bytes, 540 * MIB);
         assert_eq!(c.shortfall, 60 * MIB);
     }
 
     #[test]
     fn psi_cut_grows_to_its_cap_and_decays() {
-        let cfg = auto();
+        let cfg = reserve();
         let h = host(100 * MIB, Some(50.0));
         let (c1, k1) = capacity(&cfg, &h, Carry::default());
         assert_eq!(c1.bytes, 590 * MIB);
@@ -264,7 +304,7 @@ mod tests {
     fn regression_pool_followed_every_wobble_of_mem_available() {
         let cfg = CapacityConfig {
             hysteresis: Some(Amount::Bytes(50 * MIB)),
-            ..auto()
+            ..reserve()
         };
         let (c, k) = capacity(&cfg, &host(100 * MIB, None), Carry::default());
         assert_eq!((c.bytes, c.held), (600 * MIB, false), "nothing held yet");
@@ -301,7 +341,7 @@ mod tests {
         // `hysteresis = 0`: every tick follows.
         let follow = CapacityConfig {
             hysteresis: Some(Amount::Bytes(0)),
-            ..auto()
+            ..reserve()
         };
         let (c, _) = capacity(&follow, &host(95 * MIB, None), k2);
         assert_eq!((c.bytes, c.held), (595 * MIB, false));
@@ -318,7 +358,7 @@ mod tests {
     fn regression_transient_dip_squeezed_where_everything_fits() {
         let cfg = CapacityConfig {
             reserve: Reserve::Watermarks,
-            ..auto()
+            ..reserve()
         };
         let fits = |avail| HostView {
             total_usage: 452 * MIB,
@@ -349,7 +389,7 @@ mod tests {
         // A larger reserve of the operator's does not widen the band: the kernel's does.
         let big = CapacityConfig {
             reserve: Reserve::Amount(Amount::Bytes(64 * MIB)),
-            ..auto()
+            ..reserve()
         };
         let (_, k) = capacity(&big, &fits(90 * MIB), Carry::default());
         let (c, _) = capacity(&big, &fits(70 * MIB), k);
@@ -362,7 +402,7 @@ mod tests {
     fn psi_threshold_zero_turns_it_off() {
         let cfg = CapacityConfig {
             psi_threshold: 0.0,
-            ..auto()
+            ..reserve()
         };
         let (c, k) = capacity(&cfg, &host(100 * MIB, Some(99.0)), Carry::default());
         assert_eq!((c.bytes, k.cut), (600 * MIB, 0));
@@ -375,7 +415,7 @@ mod tests {
     fn regression_squeezed_without_a_shortage_reserve_follows_watermarks() {
         let cfg = CapacityConfig {
             reserve: Reserve::Watermarks,
-            ..auto()
+            ..reserve()
         };
         let (c, _) = capacity(&cfg, &host(58 * MIB, Some(0.0)), Carry::default());
         assert_eq!((c.reserve, c.shortfall), (6 * MIB, 0));
@@ -398,7 +438,7 @@ mod tests {
     /// memory.high no longer count; stalls beyond them still do.
     #[test]
     fn regression_own_throttling_shrank_the_pool_further() {
-        let cfg = auto();
+        let cfg = reserve();
         let own = HostView {
             own_stall: 45.0,
             ..host(100 * MIB, Some(50.0))
@@ -421,20 +461,58 @@ mod tests {
         );
     }
 
-    /// In `kernel` mode a shortage does not shrink the pool below the cgroups' usage (the
+    /// In `auto` mode a shortage does not shrink the pool below the cgroups' usage (the
     /// kernel's reclaim takes what it needs from wherever memory is cold); headroom above the
     /// reserve still lets it grow, and host PSI cuts nothing.
     #[test]
-    fn kernel_mode_never_shrinks_below_usage() {
+    fn auto_never_shrinks_below_usage() {
         let cfg = CapacityConfig {
-            mode: CapacityMode::Kernel,
-            ..auto()
+            mode: CapacityMode::Auto,
+            ..reserve()
         };
         let (c, k) = capacity(&cfg, &host(40 * MIB, Some(90.0)), cut(20 * MIB));
         assert_eq!(c.bytes, 600 * MIB, "short by 60 MiB: the kernel decides");
         assert_eq!((c.shortfall, c.psi_cut, k.cut), (60 * MIB, 0, 0));
+        assert!(c.reclaiming, "no vmstat: MemAvailable below the reserve");
         let (c, _) = capacity(&cfg, &host(300 * MIB, None), Carry::default());
         assert_eq!(c.bytes, 800 * MIB, "usage + MemAvailable above the reserve");
+        assert!(!c.reclaiming);
+    }
+
+    /// Issue 19: "the host is short" is what the kernel does, not a reserve the daemon
+    /// defends. While vmstat's global reclaim counters stand still the pool has MemAvailable
+    /// above the reserve as headroom; once kswapd or direct reclaim scanned anything since the
+    /// last tick, the pool is what the cgroups hold, whatever MemAvailable says.
+    #[test]
+    fn auto_headroom_only_while_the_kernel_is_not_reclaiming() {
+        let cfg = CapacityConfig {
+            mode: CapacityMode::Auto,
+            ..reserve()
+        };
+        let at = |scanned, avail| HostView {
+            reclaim_scanned: Some(scanned),
+            ..host(avail, None)
+        };
+        let (c, k) = capacity(&cfg, &at(1000, 300 * MIB), Carry::default());
+        assert_eq!((c.bytes, c.reclaiming), (800 * MIB, false), "first tick");
+        assert_eq!(k.scanned, Some(1000));
+        let (c, k) = capacity(&cfg, &at(1000, 300 * MIB), k);
+        assert_eq!((c.bytes, c.reclaiming), (800 * MIB, false), "idle");
+        let (c, k) = capacity(&cfg, &at(1001, 300 * MIB), k);
+        assert_eq!(
+            (c.bytes, c.reclaiming),
+            (600 * MIB, true),
+            "kswapd scanned: no headroom, even with MemAvailable high"
+        );
+        let (c, _) = capacity(&cfg, &at(1001, 20 * MIB), k);
+        assert_eq!(
+            (c.bytes, c.reclaiming),
+            (600 * MIB, false),
+            "idle again: below the reserve is not a shortage, nothing is cut"
+        );
+        // The other modes report it too.
+        let (c, _) = capacity(&reserve(), &at(2000, 300 * MIB), k);
+        assert!(c.reclaiming);
     }
 
     #[test]

@@ -254,45 +254,55 @@ pub fn check_watchdog(tick: Duration, watchdog: Option<Duration>) -> Result<(), 
     }
 }
 
-/// How the pool capacity `C` is chosen.
+/// How the pool capacity `C` is chosen, and with it how the split is enforced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum CapacityMode {
-    /// Follow the host: shrink by the shortfall below the reserve and under host PSI.
+    /// Work-conserving (the default): the kernel decides how much the managed cgroups keep
+    /// together, the daemon only how it is split. The pool is what they hold now, plus
+    /// MemAvailable above the reserve while the kernel's global reclaim is idle
+    /// (`/proc/vmstat` `pgscan_kswapd` + `pgscan_direct` did not move since the last tick).
+    /// The split is carried by `memory.low`: each cgroup is protected up to its weighted,
+    /// water-filled share of the pool, so the kernel's own reclaim takes memory outside the
+    /// managed set (cold services, page cache) and above the shares first, and gives it to
+    /// the cgroups below their share that fault it back. `memory.high` is only lowered for a
+    /// configured `max`; nothing is reclaimed by the daemon, so it never frees memory the
+    /// kernel would have left the containers. A managed cgroup faulting memory back
+    /// ([`crate::capacity::REFAULT_DEMAND`]) or stalling on it
+    /// ([`crate::capacity::STALL_DEMAND_PCT`]) reaches for more than it holds. `"kernel"`
+    /// is its earlier name.
     #[default]
+    #[serde(alias = "kernel")]
     Auto,
-    /// A fixed size or share of MemTotal.
+    /// Defend a reserve: shrink the pool by the shortfall of MemAvailable below the reserve
+    /// and under host PSI, and enforce it with `memory.reclaim` and `memory.high` (the law
+    /// that was `auto` before it became work-conserving): the managed cgroups pay for the
+    /// whole shortage, and the host's free memory stays above the reserve.
+    Reserve,
+    /// A fixed size or share of MemTotal, enforced like `reserve`.
     Fixed,
-    /// The kernel decides the total, the daemon the split: the pool is what the managed
-    /// cgroups hold now plus MemAvailable above the reserve, never less. Under a shortage the
-    /// kernel's own reclaim (kswapd, direct reclaim) takes memory from wherever it is cold —
-    /// unmanaged services, page cache, the managed cgroups above their `memory.low` — and the
-    /// daemon moves what the managed cgroups hold between them by weight: a managed cgroup
-    /// stalling on memory ([`crate::capacity::STALL_DEMAND_PCT`]) reaches for more than it
-    /// holds, so one above its share gives way to it. No PSI cut, no guards out of the pool.
-    Kernel,
 }
 
 /// `[capacity]`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CapacityConfig {
-    /// `auto`, `kernel` or `fixed`.
+    /// `auto` (work-conserving, the default), `reserve` or `fixed`.
     pub mode: CapacityMode,
     /// With `mode = "fixed"`: bytes or a percentage of MemTotal.
     pub fixed: Option<Amount>,
-    /// With `mode = "auto"`: MemAvailable to keep free: `"watermarks"` (the kernel's reclaim
-    /// band), bytes, or % of MemTotal. With `mode = "kernel"`: MemAvailable above it is
-    /// headroom the pool may grow into.
+    /// With `mode = "reserve"`: MemAvailable to keep free: `"watermarks"` (the kernel's
+    /// reclaim band), bytes, or % of MemTotal. With `mode = "auto"`: MemAvailable above it is
+    /// headroom the pool may grow into while the kernel is not reclaiming.
     pub reserve: Reserve,
-    /// With `mode = "auto"`: host memory PSI `some avg10` (%) above which the pool shrinks.
+    /// With `mode = "reserve"`: host memory PSI `some avg10` (%) above which the pool shrinks.
     /// `0` turns the PSI signal off.
     pub psi_threshold: f64,
     /// How much the pool shrinks per tick while PSI is above the threshold (% of MemTotal).
     pub psi_step: Amount,
     /// The most PSI may take off the pool (bytes or % of MemTotal).
     pub psi_max_cut: Amount,
-    /// With `mode = "auto"`: how far the pool's estimate (what the cgroups hold plus
+    /// With `mode = "reserve"`: how far the pool's estimate (what the cgroups hold plus
     /// MemAvailable above the reserve) may move before the pool follows it (bytes or % of
     /// MemTotal; default half the reserve). `0` follows every tick.
     pub hysteresis: Option<Amount>,
@@ -449,7 +459,9 @@ pub struct Config {
     pub min_floor: Size,
     /// Raise the `memory.low` of managed cgroups' ancestors to the sum of their descendants'
     /// entitlements (never lower than their own value), since the kernel caps a cgroup's
-    /// protection by its ancestors'.
+    /// protection by its ancestors'. On by default: the work-conserving law (`mode =
+    /// "auto"`) splits by `memory.low`, which protects nothing under a parent whose own is 0
+    /// (systemd's `machine.slice`, measured in docs/design.md).
     pub protect_ancestors: bool,
     /// `error`, `warn`, `info`, `debug` or `trace` (overridden by `RUST_LOG`).
     pub log_level: String,
@@ -478,7 +490,7 @@ impl Default for Config {
             idle_tax: 0,
             max_step: Amount::Percent(10.0),
             min_floor: Size(16 << 20),
-            protect_ancestors: false,
+            protect_ancestors: true,
             log_level: "info".to_owned(),
             capacity: CapacityConfig::default(),
             control: ControlConfig::default(),
@@ -822,6 +834,10 @@ mod tests {
         assert_eq!(cfg.tick.0, Duration::from_secs(1));
         assert!(cfg.enforce);
         assert_eq!(cfg.capacity.mode, CapacityMode::Auto);
+        assert!(
+            cfg.protect_ancestors,
+            "memory.low needs its ancestors' protection"
+        );
         assert_eq!(cfg.capacity.hysteresis, None, "half the reserve");
         assert_eq!(rules.depth(), 0);
         for (text, want) in [

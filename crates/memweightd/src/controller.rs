@@ -1384,6 +1384,7 @@ impl Controller {
                 own_stall,
                 guards,
                 held: cap.held,
+                reclaiming: cap.reclaiming,
                 total_usage: plan.total_usage,
                 total_weight: plan.total_weight,
                 pressure: plan.pressure,

@@ -73,6 +73,7 @@ mod tests {
                     own_stall: 0.0,
                     guards: 0,
                     held: false,
+                    reclaiming: false,
                     total_usage: 0,
                     total_weight: 0,
                     pressure: false,

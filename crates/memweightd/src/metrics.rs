@@ -275,6 +275,11 @@ pub fn registry(snapshot: Option<&Snapshot>, metrics: &Metrics) -> Registry {
         "1 when the pool was kept at the last tick's: MemAvailable stayed within the hysteresis.",
         i64::from(r.pool.held),
     );
+    b.gauge(
+        "host_reclaiming",
+        "1 when the kernel's global reclaim (kswapd, direct reclaim) ran since the last tick.",
+        i64::from(r.pool.reclaiming),
+    );
     b.gauge_f(
         "pool_own_stall_percent",
         "Host memory PSI some avg10 explained by the daemon's own throttling (not counted).",
@@ -640,6 +645,7 @@ mod tests {
                 own_stall: 0.0,
                 guards: 0,
                 held: false,
+                reclaiming: false,
                 total_usage: 6000 << 20,
                 total_weight: 6,
                 pressure: true,

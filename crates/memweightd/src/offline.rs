@@ -96,6 +96,7 @@ pub fn plan(file: &PlanFile) -> Result<PlanOutput, String> {
         swap_total: u64::MAX / 2,
         swap_free: u64::MAX / 2,
         psi: None,
+        vmstat: None,
     };
     let tick = step::step(&law, &rows, &host, None, Carry::default());
     if let Some(e) = tick.rejected {

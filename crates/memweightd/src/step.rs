@@ -118,13 +118,15 @@ pub fn step(
             watermark_band,
             own_stall,
             cgroups: rows.len(),
+            reclaim_scanned: host.vmstat.map(|v| v.scanned()),
         },
         carry,
     );
 
-    // `kernel` mode: the kernel's reclaim decides the total, so the pool is not shrunk for the
-    // guards either, and a cgroup stalling on memory reaches for more than it holds.
-    let kernel_mode = law.capacity.mode == CapacityMode::Kernel;
+    // `auto` (work-conserving): the kernel's reclaim decides the total, so the pool is not
+    // shrunk for the guards either, a cgroup stalling on memory or faulting it back reaches
+    // for more than it holds, and the split is carried by memory.low alone.
+    let conserving = law.capacity.mode == CapacityMode::Auto;
     let observed: Vec<Observed> = rows.iter().map(|r| observe(r.sample)).collect();
     let floors: Vec<u64> = rows
         .iter()
@@ -153,7 +155,7 @@ pub fn step(
                 cap.bytes,
                 r.originals.high,
                 guard_of(law, r.reclaim_supported),
-                kernel_mode && reaching(r),
+                conserving && reaching(r),
             ),
         })
         .collect();
@@ -167,7 +169,7 @@ pub fn step(
     // the pool too: a cgroup refaults into its guard between ticks, and guards taken out of
     // the reserve would put the host in its reclaim band (kswapd, every process's stall) for
     // the sake of the managed cgroups. The pool is planned once more without them.
-    let guards: u64 = if plan.level == Level::Unconstrained || kernel_mode {
+    let guards: u64 = if plan.level == Level::Unconstrained || conserving {
         0
     } else {
         // Held back: above its share, or held at its memory.high (its demand hidden).
@@ -188,17 +190,24 @@ pub fn step(
         .map(|(i, r)| {
             let d = &plan.decisions[i];
             let level = match plan.level {
+                // Work-conserving: memory.low carries the split; memory.high only follows a
+                // configured `max`, and the daemon reclaims nothing (see `ceiling` below).
+                _ if conserving => None,
                 Level::Exact { .. } => d.level_share,
                 // The floors alone overfill the pool: everyone is held at its floor.
                 Level::Floors => Some(0),
                 Level::Unconstrained => None,
             };
-            // In `kernel` mode a cgroup held back refaults into its guard between ticks, so it
-            // holds up to a guard more than its share; the target is not lowered to make up
-            // for it: with the pool at what the cgroups hold, every byte reclaimed below the
-            // share that the others do not fault back in shrinks the next tick's pool (lab,
-            // 2026-11-24: a sawtooth centred on the target ratcheted two Redis containers
-            // down from 280 to 159 MiB in 30 s).
+            // In `auto` mode the split is the kernel's reclaim shaped by memory.low: each
+            // cgroup is protected up to its weighted share of what they hold, so the kernel
+            // takes memory outside the managed set and above the shares first, and a cgroup
+            // below its share that faults memory back gets it from those above theirs. A
+            // memory.high with a guard above the share (issue 11's `kernel` mode) left a
+            // held-back cgroup up to a guard over its share (Table-2 ratio 0.79), and
+            // reclaiming below it to make up for that ratcheted the pool (two Redis
+            // containers from 280 to 159 MiB in 30 s): every byte the daemon frees that the
+            // others do not fault back at once is lost to the managed set. Without the
+            // daemon's reclaim there is nothing to ratchet.
             let ceiling = decide::ceiling(d, level, floors[i], r.settings.max);
             let knobs = Knobs {
                 min_floor: law.min_floor,
@@ -435,6 +444,7 @@ mod tests {
             avail_pct in 0u64..=100,
             swap_free in 0u64..8192,
             some in prop::option::of(0.0f64..100.0),
+            scanned in prop::option::of(0u64..4),
         ) -> HostSample {
             HostSample {
                 mem_total: total * MIB,
@@ -443,6 +453,10 @@ mod tests {
                 swap_total: swap_free * MIB,
                 swap_free: swap_free * MIB,
                 psi: some.map(psi),
+                vmstat: scanned.map(|n| memweight_cgroupfs::Vmstat {
+                    pgscan_kswapd: n,
+                    ..Default::default()
+                }),
             }
         }
     }
@@ -450,8 +464,8 @@ mod tests {
     fn capacity_config() -> impl Strategy<Value = CapacityConfig> {
         (
             prop_oneof![
+                Just(CapacityMode::Reserve),
                 Just(CapacityMode::Auto),
-                Just(CapacityMode::Kernel),
                 Just(CapacityMode::Fixed)
             ],
             prop_oneof![
@@ -544,6 +558,7 @@ mod tests {
             swap_total: 1 << 30,
             swap_free: 1 << 30,
             psi,
+            vmstat: None,
         }
     }
 
@@ -596,16 +611,17 @@ mod tests {
         }
     }
 
-    /// `kernel` mode on Table-2 as the kernel default leaves it at the 500M step (MemAvailable
-    /// 0; weights 1:2 holding 150 / 211 MiB; the larger one swapping, stalled 14 %): the pool
-    /// stays the 361 MiB they hold, the small one is taken down towards its 120 MiB share and
-    /// the stalled one may grow to its 240 MiB. With no cgroup stalled nothing is written.
+    /// `auto` (work-conserving) on Table-2 as the kernel default leaves it at the 500M step
+    /// (MemAvailable 0; weights 1:2 holding 150 / 211 MiB; the larger one swapping, stalled
+    /// 14 %): the pool stays the 361 MiB they hold, and the split is carried by memory.low —
+    /// the small one is protected up to its 120 MiB share only (the kernel takes the rest
+    /// first), the reaching one up to its 240 MiB. memory.high stays where it is and nothing
+    /// is reclaimed: the daemon frees nothing the kernel would have left them. With no cgroup
+    /// reaching, each is protected at what it holds.
     #[test]
-    fn kernel_mode_moves_memory_to_a_stalling_cgroup_without_shrinking_the_pool() {
-        let capacity = CapacityConfig {
-            mode: CapacityMode::Kernel,
-            ..CapacityConfig::default()
-        };
+    fn auto_splits_by_memory_low_and_never_reclaims() {
+        let capacity = CapacityConfig::default();
+        assert_eq!(capacity.mode, CapacityMode::Auto, "the default law");
         let law = shipped_law(&capacity);
         let host = short_host(Some(psi(30.0)));
         let band = Some(22 * MIB);
@@ -624,22 +640,22 @@ mod tests {
                 361 * MIB,
                 "the kernel decides the total"
             );
-            assert_eq!((out.guards, out.next), (0, Carry::default()));
-            let targets: Vec<u64> = out.plan.decisions.iter().map(|d| d.target / MIB).collect();
-            assert_eq!(targets, [120, 240], "split 1:2 of what they hold");
-            let small = &out.cgroups[0];
-            assert_eq!(small.ceiling.map(|c| c / MIB), Some(120));
-            assert!(
-                matches!(small.writes.high, Some(Limit::Bytes(h)) if h < 150 * MIB),
-                "the small one is taken down: {:?}",
-                small.writes
-            );
-            assert!(small.writes.reclaim.is_some_and(|r| r > 0));
-            assert!(
-                !matches!(out.cgroups[1].writes.high, Some(Limit::Bytes(h)) if h < 211 * MIB),
-                "the reaching one is not squeezed: {:?}",
-                out.cgroups[1].writes
-            );
+            assert_eq!(out.guards, 0);
+            let ent: Vec<u64> = out
+                .plan
+                .decisions
+                .iter()
+                .map(|d| d.entitlement / MIB)
+                .collect();
+            assert_eq!(ent, [120, 240], "split 1:2 of what they hold");
+            for c in &out.cgroups {
+                assert_eq!(
+                    (c.ceiling, c.writes.high, c.writes.reclaim),
+                    (None, None, None)
+                );
+            }
+            assert_eq!(out.cgroups[0].writes.low, Some(Limit::Bytes(120 * MIB)));
+            assert_eq!(out.cgroups[1].writes.low, Some(Limit::Bytes(240 * MIB)));
         }
 
         let calm = [
@@ -649,6 +665,27 @@ mod tests {
         let out = step(&law, &rows(&calm, &names), &host, band, Carry::default());
         assert_eq!(out.plan.level, Level::Unconstrained);
         assert!(out.cgroups.iter().all(|c| c.writes.high.is_none()));
+        assert_eq!(out.cgroups[0].writes.low, Some(Limit::Bytes(148 * MIB)));
+    }
+
+    /// Work-conserving: a configured `max` is still enforced with memory.high (and reclaim),
+    /// and an operator's memory.high still caps, whatever the split.
+    #[test]
+    fn auto_still_enforces_a_configured_max() {
+        let capacity = CapacityConfig::default();
+        let law = shipped_law(&capacity);
+        let host = short_host(None);
+        let mut cgs = [plain(150 * MIB, 1, 0.0, 0), plain(211 * MIB, 2, 0.0, 0)];
+        cgs[1].settings.max = Some(100 * MIB);
+        let names = names(&cgs);
+        let out = step(&law, &rows(&cgs, &names), &host, None, Carry::default());
+        assert_eq!(out.cgroups[0].writes.high, None);
+        assert_eq!(out.cgroups[1].ceiling, Some(100 * MIB));
+        assert!(
+            matches!(out.cgroups[1].writes.high, Some(Limit::Bytes(h)) if h < 211 * MIB),
+            "{:?}",
+            out.cgroups[1].writes
+        );
     }
 
     proptest! {
@@ -682,7 +719,7 @@ mod tests {
             };
             let names = names(&cgs);
             let rows = rows(&cgs, &names);
-            let carry = Carry { cut: cut * MIB, held: held.map(|(pool, n)| (pool * MIB, n)) };
+            let carry = Carry { cut: cut * MIB, held: held.map(|(pool, n)| (pool * MIB, n)), scanned: None };
             let out = step(&law, &rows, &host, band.map(|b| b * MIB), carry);
             prop_assert_eq!(out.cgroups.len(), rows.len());
             prop_assert!(out.rejected.is_none(), "{:?}", out.rejected);

@@ -217,7 +217,7 @@ async fn no_pressure_leaves_high_alone() {
 }
 
 #[tokio::test]
-async fn auto_capacity_follows_mem_available() {
+async fn reserve_capacity_follows_mem_available() {
     let tree = seed_tree();
     tree.proc.set_meminfo(FakeMeminfo {
         mem_total: 8192 * MIB,
@@ -228,7 +228,7 @@ async fn auto_capacity_follows_mem_available() {
     });
     let mut ctl = controller(
         &tree,
-        "max_step = \"100%\"\n[capacity]\nreserve = \"600M\"\npsi_threshold = 0.0",
+        "max_step = \"100%\"\n[capacity]\nmode = \"reserve\"\nreserve = \"600M\"\npsi_threshold = 0.0",
     );
     let r = ctl.tick().await.expect("tick").clone();
     assert_eq!(
@@ -656,11 +656,14 @@ async fn ancestors_are_protected_and_restored() {
 }
 
 #[tokio::test]
-async fn ancestors_are_left_alone_by_default() {
+async fn ancestors_are_left_alone_with_protect_ancestors_off() {
     let tree = seed_tree();
     let parent = tree.root().join("lab/memory.low");
     std::fs::write(&parent, "0\n").expect("parent memory.low");
-    let mut ctl = controller(&tree, "[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"");
+    let mut ctl = controller(
+        &tree,
+        "protect_ancestors = false\n[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"",
+    );
     ctl.tick().await.expect("tick");
     assert_eq!(std::fs::read_to_string(&parent).expect("read").trim(), "0");
 }

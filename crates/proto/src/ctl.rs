@@ -308,9 +308,13 @@ pub struct Pool {
     #[serde(default)]
     pub guards: u64,
     /// The capacity was kept at the last tick's: MemAvailable stayed within the `hysteresis`
-    /// of where it was when the pool last moved (auto capacity).
+    /// of where it was when the pool last moved (reserve capacity).
     #[serde(default)]
     pub held: bool,
+    /// The kernel's global reclaim (kswapd or direct reclaim, `/proc/vmstat` `pgscan_*`) ran
+    /// since the last tick: the host is short by the kernel's own measure.
+    #[serde(default)]
+    pub reclaiming: bool,
     /// TU: total usage of the managed cgroups.
     pub total_usage: u64,
     /// TW: total weight.
@@ -891,6 +895,7 @@ mod tests {
             own_stall: 0.0,
             guards: 0,
             held: false,
+            reclaiming: false,
             total_usage: 6000 << 20,
             total_weight: 6,
             pressure: true,
