@@ -67,13 +67,109 @@ fn human_limit(l: Limit) -> String {
     }
 }
 
-/// Every check of the scenario, in order.
-pub fn evaluate(scenario: &Scenario, results: &Results, summary: &Summary) -> Vec<Outcome> {
+/// Every check of the scenario, in order. `baseline` gives the `summary.json` of a baseline
+/// scenario's run on the same kernel (by file name), for `usage-vs-baseline`.
+pub fn evaluate(
+    scenario: &Scenario,
+    results: &Results,
+    summary: &Summary,
+    baseline: &dyn Fn(&str) -> Option<serde_json::Value>,
+) -> Vec<Outcome> {
     scenario
         .checks
         .iter()
-        .map(|c| one(c, scenario, results, summary))
+        .map(|c| match c {
+            Check::UsageVsBaseline {
+                baseline: file,
+                min_pct,
+                from,
+            } => usage_vs_baseline(&totals(summary), baseline(file), file, *min_pct, *from),
+            _ => one(c, scenario, results, summary),
+        })
         .collect()
+}
+
+/// Σ mean usage of the cgroups present in each phase, by phase index, of a summary as JSON.
+fn phase_totals(summary: &serde_json::Value) -> Vec<(u64, u64, u64)> {
+    summary["phases"]
+        .as_array()
+        .map(|phases| {
+            phases
+                .iter()
+                .filter_map(|p| {
+                    let total = p["cgroups"]
+                        .as_array()?
+                        .iter()
+                        .filter_map(|c| c["mean_usage"].as_u64())
+                        .fold(0u64, u64::saturating_add);
+                    Some((p["index"].as_u64()?, p["start"].as_u64()?, total))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// [`phase_totals`] of this run's summary.
+fn totals(summary: &Summary) -> Vec<(u64, u64, u64)> {
+    serde_json::to_value(summary)
+        .map(|v| phase_totals(&v))
+        .unwrap_or_default()
+}
+
+/// `ours`: (phase index, start, Σ mean usage) of this run.
+fn usage_vs_baseline(
+    ours: &[(u64, u64, u64)],
+    base: Option<serde_json::Value>,
+    file: &str,
+    min_pct: f64,
+    from: u64,
+) -> Outcome {
+    let name = format!("usage-vs-baseline >= {min_pct}% of {file} (phases from {from}s)");
+    let Some(base) = base else {
+        return Outcome {
+            check: name,
+            pass: false,
+            detail: format!(
+                "no run of {file} on this kernel beside this one: `cargo xtask lab test` and \
+                 `cargo xtask lab compare tests/lab/scenarios/{file} THIS.toml` run it first"
+            ),
+        };
+    };
+    let base = phase_totals(&base);
+    let mut worst: Option<(u64, f64, u64, u64)> = None;
+    for &(index, start, total) in ours {
+        if start < from {
+            continue;
+        }
+        let Some(&(_, _, b)) = base.iter().find(|(i, _, _)| *i == index) else {
+            continue;
+        };
+        #[allow(clippy::cast_precision_loss)] // Bytes far below 2^52.
+        let pct = if b == 0 {
+            100.0
+        } else {
+            total as f64 / b as f64 * 100.0
+        };
+        if worst.is_none_or(|w| pct < w.1) {
+            worst = Some((index, pct, total, b));
+        }
+    }
+    match worst {
+        Some((phase, pct, ours, theirs)) => Outcome {
+            check: name,
+            pass: pct >= min_pct,
+            detail: format!(
+                "lowest {pct:.1}% in phase {phase}: {} MiB held against {} MiB",
+                ours >> 20,
+                theirs >> 20
+            ),
+        },
+        None => Outcome {
+            check: name,
+            pass: false,
+            detail: "no phase to compare (different timelines?)".into(),
+        },
+    }
 }
 
 fn one(check: &Check, scenario: &Scenario, results: &Results, summary: &Summary) -> Outcome {
@@ -256,6 +352,11 @@ fn one(check: &Check, scenario: &Scenario, results: &Results, summary: &Summary)
                 ),
             )
         }
+        Check::UsageVsBaseline {
+            baseline,
+            min_pct,
+            from,
+        } => usage_vs_baseline(&totals(summary), None, baseline, *min_pct, *from),
         Check::AssertsOk => {
             let asserts: Vec<_> = results
                 .events
@@ -441,7 +542,7 @@ check = "no-oom-kill"
     fn verdicts(r: &Results) -> Vec<bool> {
         let scenario = Scenario::parse(SCENARIO).expect("parses");
         let summary = summarize("x", "6.1", &scenario, r, 1.0);
-        evaluate(&scenario, r, &summary)
+        evaluate(&scenario, r, &summary, &|_| None)
             .into_iter()
             .map(|o| o.pass)
             .collect()
@@ -462,5 +563,48 @@ check = "no-oom-kill"
         r.events.clear();
         let v = verdicts(&r);
         assert_eq!(v, vec![true, true, true, false, false, true]);
+    }
+
+    /// Issue 19: the daemon must not cost the containers memory the kernel alone leaves them.
+    /// Each phase's Σ mean usage is compared with the baseline run's same phase; the lowest
+    /// share decides, phases before `from` do not count, and a missing baseline fails.
+    #[test]
+    fn usage_vs_baseline_compares_each_phase_with_the_kernel_defaults() {
+        const MIB: u64 = 1 << 20;
+        let scenario = Scenario::parse(SCENARIO).expect("parses");
+        let r = results(Limit::Max, 5, 2);
+        let summary = summarize("x", "6.1", &scenario, &r, 1.0);
+        assert!(
+            !totals(&summary).is_empty(),
+            "phases read back from the summary"
+        );
+        // Ours: 300 MiB in phase 0 (from 0 s), 200 MiB in phase 1 (from 30 s).
+        let ours = [(0, 0, 300 * MIB), (1, 30, 200 * MIB)];
+        let base = |p0: u64, p1: u64| {
+            Some(serde_json::json!({"phases": [
+                {"index": 0, "start": 0, "cgroups": [{"mean_usage": p0 * MIB / 2}, {"mean_usage": p0 * MIB / 2}]},
+                {"index": 1, "start": 30, "cgroups": [{"mean_usage": p1 * MIB}]},
+            ]}))
+        };
+        let check = |b, from| usage_vs_baseline(&ours, b, "b.toml", 90.0, from);
+        assert!(check(base(300, 200), 0).pass);
+        let ok = check(base(310, 210), 0);
+        assert!(ok.pass, "95 % is enough: {}", ok.detail);
+        let short = check(base(300, 250), 0);
+        assert!(!short.pass, "{}", short.detail);
+        assert!(
+            short.detail.contains("80.0% in phase 1"),
+            "{}",
+            short.detail
+        );
+        assert!(check(base(400, 200), 30).pass, "phase 0 is before `from`");
+        let late = check(base(300, 200), 1000);
+        assert!(!late.pass, "no phase to compare: {}", late.detail);
+        let missing = check(None, 0);
+        assert!(
+            !missing.pass && missing.detail.contains("lab compare"),
+            "{}",
+            missing.detail
+        );
     }
 }

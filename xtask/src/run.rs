@@ -120,7 +120,23 @@ pub fn lab_test(filter: Option<&str>, only: Option<Kernel>) -> Result<bool> {
     if files.is_empty() {
         bail!("no ci-*.toml scenarios in {} match", dir.display());
     }
-    let scenarios = files.iter().map(|f| load(f)).collect::<Result<Vec<_>>>()?;
+    // Baselines the checks compare against run first, on each kernel, into the same folder.
+    let mut baselines: Vec<PathBuf> = Vec::new();
+    for f in &files {
+        for c in &load(f)?.2.checks {
+            if let Some(b) = c.baseline() {
+                let p = dir.join(b);
+                if !files.contains(&p) && !baselines.contains(&p) {
+                    baselines.push(p);
+                }
+            }
+        }
+    }
+    baselines.extend(files);
+    let scenarios = baselines
+        .iter()
+        .map(|f| load(f))
+        .collect::<Result<Vec<_>>>()?;
     deps::ensure_host_tools()?;
     let kernels: Vec<Kernel> = only.map_or_else(|| Kernel::ALL.to_vec(), |k| vec![k]);
     let kfs = kernels
@@ -545,7 +561,13 @@ fn execute(
         );
     };
     let summary = summary::summarize(name, k.as_str(), scenario, &results, wall);
-    let mut checks = checks::evaluate(scenario, &results, &summary);
+    // A baseline's run on this kernel sits beside this one's (`lab test`, `lab compare`).
+    let baseline = |file: &str| {
+        let stem = Path::new(file).file_stem()?.to_str()?;
+        let dir = out.parent()?.join(format!("{stem}-{k}"));
+        serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).ok()?).ok()
+    };
+    let mut checks = checks::evaluate(scenario, &results, &summary, &baseline);
     checks.extend(checks::promtool_scrapes(&out.join("commands")));
     let mut json = serde_json::to_value(&summary).context("cannot serialise the summary")?;
     if let Some(obj) = json.as_object_mut() {

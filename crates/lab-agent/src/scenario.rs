@@ -442,6 +442,31 @@ pub enum Check {
     ActionsOk,
     /// Every `assert = true` command ran and exited 0 (host guest: the README install too).
     AssertsOk,
+    /// In every phase that starts at or after `from`, the managed cgroups held together (Σ of
+    /// their mean usage) at least `min_pct` % of what they held in the same phase of the
+    /// `baseline` scenario's run on the same kernel (its `summary.json` beside this run's
+    /// output: `lab test` and `lab compare` run it first). Issue 19: the daemon must not cost
+    /// the containers memory the kernel alone would have left them.
+    UsageVsBaseline {
+        /// File name of the baseline scenario, e.g. `table2-default.toml`.
+        baseline: String,
+        /// Least share of the baseline's total, in percent.
+        min_pct: f64,
+        /// Only phases that start at or after this second.
+        #[serde(default)]
+        from: u64,
+    },
+}
+
+impl Check {
+    /// The baseline scenario this check compares against, if any.
+    #[must_use]
+    pub fn baseline(&self) -> Option<&str> {
+        match self {
+            Check::UsageVsBaseline { baseline, .. } => Some(baseline),
+            _ => None,
+        }
+    }
 }
 
 fn step_at(steps: &[PressureStep], t: u64) -> u64 {
@@ -660,6 +685,23 @@ impl Scenario {
                 && self.cgroup(n).is_none()
             {
                 return bad(format!("check names unknown cgroup {n:?}"));
+            }
+            if let Check::UsageVsBaseline {
+                baseline, min_pct, ..
+            } = check
+            {
+                let file = std::path::Path::new(baseline);
+                if file.components().count() != 1 || !baseline.ends_with(".toml") {
+                    return bad(format!(
+                        "usage-vs-baseline: baseline {baseline:?} must be a scenario file name \
+                         in tests/lab/scenarios/, e.g. \"table2-default.toml\""
+                    ));
+                }
+                if !(min_pct.is_finite() && *min_pct > 0.0 && *min_pct <= 100.0) {
+                    return bad(format!(
+                        "usage-vs-baseline: min_pct {min_pct} must be above 0 and at most 100"
+                    ));
+                }
             }
         }
         Ok(())
