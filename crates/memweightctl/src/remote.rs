@@ -410,6 +410,7 @@ mod tests {
             guards: 0,
             held: false,
             reclaiming: false,
+            enforcing: false,
             total_usage: 4000 << 20,
             total_weight: 6,
             pressure: false,

@@ -59,6 +59,7 @@ fn status_reply() -> Reply {
             guards: 0,
             held: false,
             reclaiming: false,
+            enforcing: false,
             total_usage: 6000 << 20,
             total_weight: 6,
             pressure: true,

@@ -73,6 +73,9 @@ pub struct Carry {
     /// [`HostView::reclaim_scanned`] at the last tick, to tell whether the kernel reclaimed
     /// since.
     pub scanned: Option<u64>,
+    /// For how many more ticks the host counts as short: [`SHORT_TICKS`] when the kernel
+    /// reclaimed, one less each tick it did not.
+    pub short_for: u32,
 }
 
 /// The capacity and how it was made, for `explain` and logs.
@@ -93,7 +96,14 @@ pub struct Capacity {
     /// pages; on the first tick, or without `/proc/vmstat`: MemAvailable at or below the
     /// reserve). In `auto` mode the pool then has no headroom.
     pub reclaiming: bool,
+    /// The kernel reclaimed this tick or within the [`SHORT_TICKS`] − 1 before: the host is
+    /// short, and in `auto` mode the daemon may enforce the split beyond `memory.low`.
+    pub short: bool,
 }
+
+/// How many ticks after the kernel's global reclaim last ran the host still counts as short
+/// (kswapd runs in bursts: between two of them the shortage has not gone away).
+pub const SHORT_TICKS: u32 = 5;
 
 /// A managed cgroup whose own memory PSI `some avg10` is at least this (%) is reaching for
 /// more than it holds, in `mode = "auto"`: the kernel's reclaim is taking its memory and it
@@ -141,6 +151,12 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
         _ => host.mem_available <= reserve,
     };
     let scanned = host.reclaim_scanned;
+    let short_for = if reclaiming {
+        SHORT_TICKS
+    } else {
+        carry.short_for.saturating_sub(1)
+    };
+    let short = short_for > 0;
     match cfg.mode {
         CapacityMode::Fixed => {
             let bytes = cfg.fixed.map_or(host.mem_total, |a| a.of(host.mem_total));
@@ -152,9 +168,11 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
                     reserve: 0,
                     held: false,
                     reclaiming,
+                    short,
                 },
                 Carry {
                     scanned,
+                    short_for,
                     ..Carry::default()
                 },
             )
@@ -179,9 +197,11 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
                     reserve,
                     held: false,
                     reclaiming,
+                    short,
                 },
                 Carry {
                     scanned,
+                    short_for,
                     ..Carry::default()
                 },
             )
@@ -223,11 +243,13 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
                     reserve,
                     held: kept.is_some(),
                     reclaiming,
+                    short,
                 },
                 Carry {
                     cut: next,
                     held: Some((pool, host.cgroups)),
                     scanned,
+                    short_for,
                 },
             )
         }

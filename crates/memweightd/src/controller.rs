@@ -1263,6 +1263,7 @@ impl Controller {
             own_stall,
             plan,
             rejected,
+            enforcing,
             cgroups: decided,
         } = step::step(&law, &law_rows, host, watermark_band, self.carry);
         self.carry = next;
@@ -1385,6 +1386,7 @@ impl Controller {
                 guards,
                 held: cap.held,
                 reclaiming: cap.reclaiming,
+                enforcing,
                 total_usage: plan.total_usage,
                 total_weight: plan.total_weight,
                 pressure: plan.pressure,

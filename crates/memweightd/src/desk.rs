@@ -74,6 +74,7 @@ mod tests {
                     guards: 0,
                     held: false,
                     reclaiming: false,
+                    enforcing: false,
                     total_usage: 0,
                     total_weight: 0,
                     pressure: false,

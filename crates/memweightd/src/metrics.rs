@@ -280,6 +280,11 @@ pub fn registry(snapshot: Option<&Snapshot>, metrics: &Metrics) -> Registry {
         "1 when the kernel's global reclaim (kswapd, direct reclaim) ran since the last tick.",
         i64::from(r.pool.reclaiming),
     );
+    b.gauge(
+        "pool_enforcing",
+        "1 when the split is enforced beyond memory.low (memory.high, memory.reclaim) this tick.",
+        i64::from(r.pool.enforcing),
+    );
     b.gauge_f(
         "pool_own_stall_percent",
         "Host memory PSI some avg10 explained by the daemon's own throttling (not counted).",
@@ -646,6 +651,7 @@ mod tests {
                 guards: 0,
                 held: false,
                 reclaiming: false,
+                enforcing: false,
                 total_usage: 6000 << 20,
                 total_weight: 6,
                 pressure: true,

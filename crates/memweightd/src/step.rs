@@ -81,6 +81,9 @@ pub struct Step {
     pub plan: Plan,
     /// `None` when the policy rejected its inputs (a bug: nothing is written).
     pub rejected: Option<String>,
+    /// The split is enforced beyond memory.low this tick: always in `reserve` and `fixed`; in
+    /// `auto` while the host is short and a cgroup reaching for memory is below its share.
+    pub enforcing: bool,
     /// Per row, in order.
     pub cgroups: Vec<CgroupStep>,
 }
@@ -183,6 +186,28 @@ pub fn step(
     if guards > 0 && rejected.is_none() {
         (plan, rejected) = plan_for(cap.bytes.saturating_sub(guards));
     }
+    // `auto`: memory.low carries the split, and the daemon goes beyond it only while the host
+    // is short by the kernel's own measure and a cgroup that reaches for memory (faulting it
+    // back, stalling, held at its memory.high) is below its share: the multi-gen LRU (6.12's
+    // default) only moves a cgroup under its memory.low to the tail of its memcg LRU and
+    // reclaims it all the same once every cgroup is there, so there memory.low alone left
+    // Table-2's split where the kernel puts it (lab, 2026-11-25: 151 / 124 MiB for shares of
+    // 91 / 183). Then the cgroups above their share are held a guard above it and reclaimed to
+    // it, as in `reserve`; the pool stays what they hold, and what is reclaimed is at most the
+    // excess above the shares, so it cannot ratchet below them.
+    let enforcing = !conserving
+        || (cap.short
+            && rows
+                .iter()
+                .zip(&plan.decisions)
+                .zip(&inputs)
+                .any(|((r, d), i)| {
+                    i.demand.is_some()
+                        && r.sample
+                            .current
+                            .saturating_add(decide::reclaim_slack(d.entitlement))
+                            < d.entitlement
+                }));
 
     let cgroups = rows
         .iter()
@@ -192,7 +217,7 @@ pub fn step(
             let level = match plan.level {
                 // Work-conserving: memory.low carries the split; memory.high only follows a
                 // configured `max`, and the daemon reclaims nothing (see `ceiling` below).
-                _ if conserving => None,
+                _ if !enforcing => None,
                 Level::Exact { .. } => d.level_share,
                 // The floors alone overfill the pool: everyone is held at its floor.
                 Level::Floors => Some(0),
@@ -241,6 +266,7 @@ pub fn step(
         own_stall,
         plan,
         rejected,
+        enforcing,
         cgroups,
     }
 }
@@ -615,15 +641,27 @@ mod tests {
     /// (MemAvailable 0; weights 1:2 holding 150 / 211 MiB; the larger one swapping, stalled
     /// 14 %): the pool stays the 361 MiB they hold, and the split is carried by memory.low —
     /// the small one is protected up to its 120 MiB share only (the kernel takes the rest
-    /// first), the reaching one up to its 240 MiB. memory.high stays where it is and nothing
-    /// is reclaimed: the daemon frees nothing the kernel would have left them. With no cgroup
-    /// reaching, each is protected at what it holds.
+    /// first), the reaching one up to its 240 MiB. While the kernel is not reclaiming
+    /// memory.high stays where it is and nothing is reclaimed; once it is (vmstat's counters
+    /// moved), the small one, above its share while the reaching one is below, is held a
+    /// guard above its share and reclaimed towards it. With no cgroup reaching, each is
+    /// protected at what it holds and nothing is enforced.
     #[test]
-    fn auto_splits_by_memory_low_and_never_reclaims() {
+    fn auto_splits_by_memory_low_and_enforces_only_when_short() {
         let capacity = CapacityConfig::default();
         assert_eq!(capacity.mode, CapacityMode::Auto, "the default law");
         let law = shipped_law(&capacity);
-        let host = short_host(Some(psi(30.0)));
+        let at = |scanned: u64| HostSample {
+            vmstat: Some(memweight_cgroupfs::Vmstat {
+                pgscan_kswapd: scanned,
+                ..Default::default()
+            }),
+            ..short_host(Some(psi(30.0)))
+        };
+        let idle = Carry {
+            scanned: Some(100),
+            ..Carry::default()
+        };
         let band = Some(22 * MIB);
 
         // Stalled by PSI, or (a server answering one request at a time) refaulting.
@@ -634,12 +672,14 @@ mod tests {
         ];
         let names = names(&stalled);
         for cgs in [&stalled, &refaulting] {
-            let out = step(&law, &rows(cgs, &names), &host, band, Carry::default());
+            let rows = rows(cgs, &names);
+            let out = step(&law, &rows, &at(100), band, idle);
             assert_eq!(
                 out.capacity.bytes,
                 361 * MIB,
                 "the kernel decides the total"
             );
+            assert!(!out.capacity.short && !out.enforcing);
             assert_eq!(out.guards, 0);
             let ent: Vec<u64> = out
                 .plan
@@ -649,21 +689,45 @@ mod tests {
                 .collect();
             assert_eq!(ent, [120, 240], "split 1:2 of what they hold");
             for c in &out.cgroups {
-                assert_eq!(
-                    (c.ceiling, c.writes.high, c.writes.reclaim),
-                    (None, None, None)
-                );
+                assert_eq!((c.ceiling, c.writes.high, c.writes.reclaim), (None, None, None));
             }
             assert_eq!(out.cgroups[0].writes.low, Some(Limit::Bytes(120 * MIB)));
             assert_eq!(out.cgroups[1].writes.low, Some(Limit::Bytes(240 * MIB)));
+
+            // The kernel reclaimed since the last tick: the split is enforced.
+            let out = step(&law, &rows, &at(150), band, idle);
+            assert!(out.capacity.short && out.enforcing);
+            assert_eq!(out.capacity.bytes, 361 * MIB, "still what they hold");
+            assert_eq!(out.guards, 0, "the guards are not taken out of the pool");
+            let small = &out.cgroups[0];
+            assert_eq!(small.ceiling.map(|c| c / MIB), Some(120));
+            assert!(
+                matches!(small.writes.high, Some(Limit::Bytes(h)) if h < 150 * MIB),
+                "the small one is taken down: {:?}",
+                small.writes
+            );
+            assert!(small.writes.reclaim.is_some_and(|r| r > 0));
+            assert!(
+                !matches!(out.cgroups[1].writes.high, Some(Limit::Bytes(h)) if h < 211 * MIB),
+                "the reaching one is not squeezed: {:?}",
+                out.cgroups[1].writes
+            );
+            // ... and stays so for a few quiet ticks, then lets go.
+            let mut carry = out.next;
+            for tick in 1..=capacity::SHORT_TICKS {
+                let out = step(&law, &rows, &at(150), band, carry);
+                assert_eq!(out.enforcing, tick < capacity::SHORT_TICKS, "tick {tick}");
+                carry = out.next;
+            }
         }
 
         let calm = [
             plain(150 * MIB, 1, 0.5, 0),
             plain(211 * MIB, 2, 0.5, MIB / 2),
         ];
-        let out = step(&law, &rows(&calm, &names), &host, band, Carry::default());
+        let out = step(&law, &rows(&calm, &names), &at(150), band, idle);
         assert_eq!(out.plan.level, Level::Unconstrained);
+        assert!(!out.enforcing, "short, but nobody reaches");
         assert!(out.cgroups.iter().all(|c| c.writes.high.is_none()));
         assert_eq!(out.cgroups[0].writes.low, Some(Limit::Bytes(148 * MIB)));
     }
@@ -719,7 +783,7 @@ mod tests {
             };
             let names = names(&cgs);
             let rows = rows(&cgs, &names);
-            let carry = Carry { cut: cut * MIB, held: held.map(|(pool, n)| (pool * MIB, n)), scanned: None };
+            let carry = Carry { cut: cut * MIB, held: held.map(|(pool, n)| (pool * MIB, n)), scanned: None, short_for: 0 };
             let out = step(&law, &rows, &host, band.map(|b| b * MIB), carry);
             prop_assert_eq!(out.cgroups.len(), rows.len());
             prop_assert!(out.rejected.is_none(), "{:?}", out.rejected);

@@ -315,6 +315,11 @@ pub struct Pool {
     /// since the last tick: the host is short by the kernel's own measure.
     #[serde(default)]
     pub reclaiming: bool,
+    /// The split is enforced beyond `memory.low` (`memory.high` and `memory.reclaim` on the
+    /// cgroups above their share): always with `reserve` and `fixed` capacity; with `auto`
+    /// while the host is short and a cgroup reaching for memory is below its share.
+    #[serde(default)]
+    pub enforcing: bool,
     /// TU: total usage of the managed cgroups.
     pub total_usage: u64,
     /// TW: total weight.
@@ -896,6 +901,7 @@ mod tests {
             guards: 0,
             held: false,
             reclaiming: false,
+            enforcing: false,
             total_usage: 6000 << 20,
             total_weight: 6,
             pressure: true,
