@@ -76,6 +76,8 @@ pub struct Carry {
     /// For how many more ticks the host counts as short: [`SHORT_TICKS`] when the kernel
     /// reclaimed, one less each tick it did not.
     pub short_for: u32,
+    /// `auto` enforced the split beyond memory.low at the last tick (`step` sets it).
+    pub enforcing: bool,
 }
 
 /// The capacity and how it was made, for `explain` and logs.
@@ -250,6 +252,7 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
                     held: Some((pool, host.cgroups)),
                     scanned,
                     short_for,
+                    enforcing: false,
                 },
             )
         }
