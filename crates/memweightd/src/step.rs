@@ -221,6 +221,13 @@ pub fn step(
                 // Work-conserving: memory.low carries the split; memory.high only follows a
                 // configured `max`, and the daemon reclaims nothing (see `ceiling` below).
                 _ if !enforcing => None,
+                // Enforcing in `auto`: only a cgroup above its share is held. One below it
+                // keeps its own memory.high: capping it at its share of a total the kernel is
+                // shrinking turned each moment of the kernel's reclaim into a lasting ceiling
+                // (Table-2 on 6.12: both held, 93 % of the kernel default's total).
+                Level::Exact { .. } if conserving => {
+                    d.level_share.filter(|&l| l < r.sample.current)
+                }
                 Level::Exact { .. } => d.level_share,
                 // The floors alone overfill the pool: everyone is held at its floor.
                 Level::Floors => Some(0),
