@@ -120,10 +120,11 @@ pub(crate) enum Pause {
 /// How a wait sleeps: [`Pause::Slept`] after `d`, or [`Pause::Interrupted`] sooner.
 pub(crate) type Pauser<'a> = dyn FnMut(Duration) -> Pause + 'a;
 
-/// [`request`], but a daemon that answers "not ready" (socket activation has just started it
-/// and its first tick has not completed) is asked again every `wait.every` until `wait.limit`
-/// has passed. `say` gets one line for stderr when the waiting starts; `pause` sleeps (and
-/// may be cut short: then the last "not ready" is returned as it is).
+/// Sends `command` and returns the daemon's reply (an error reply as a [`Failure`]); a daemon
+/// that answers "not ready" (socket activation has just started it and its first tick has not
+/// completed) is asked again every `wait.every` until `wait.limit` has passed. `say` gets one
+/// line for stderr when the waiting starts; `pause` sleeps (and may be cut short: then the
+/// last "not ready" is returned as it is).
 pub(crate) fn request_waiting(
     socket: &Path,
     command: &Command,

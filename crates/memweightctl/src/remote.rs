@@ -280,7 +280,7 @@ impl Filter {
             let trimmed = p.trim();
             let is_path = trimmed.contains('/');
             let text = if is_path {
-                let rel = trimmed.strip_prefix("/sys/fs/cgroup").unwrap_or(trimmed);
+                let rel = trimmed.strip_prefix("/sys/fs/cgroup/").unwrap_or(trimmed);
                 rel.trim_matches('/')
             } else {
                 trimmed
@@ -1015,6 +1015,7 @@ mod tests {
         assert!(shown(&["machine.slice"]).is_empty(), "a name is not a path");
         assert!(shown(&["*"]).len() == 3);
         assert!(shown(&["nothing"]).is_empty());
+        assert!(shown(&["/sys/fs/cgroupX/system.slice/db.service"]).is_empty());
         for bad in ["[", "", "/", "/sys/fs/cgroup/"] {
             let f = Filter::new(&[bad.to_owned()]).expect_err(bad);
             assert_eq!(f.code, exit::BAD_INPUT, "{bad}");
