@@ -499,12 +499,18 @@ fn fit_path(path: &str, max: usize) -> String {
     elide(&short, max)
 }
 
-/// What the NAME column shows: the container's name, else the last path component (with
-/// container ids shortened).
+/// What the NAME column shows: the container's name; else, for a container's scope
+/// (`libpod-<64 hex digits>.scope`) whose name the engine has not told (yet), the id's first
+/// 12 digits as `podman ps` shows them; else the last path component.
 fn display_name(c: &CgroupStatus) -> String {
-    c.container
-        .clone()
-        .unwrap_or_else(|| shorten_ids(c.cgroup.rsplit('/').next().unwrap_or(&c.cgroup)))
+    if let Some(name) = &c.container {
+        return name.clone();
+    }
+    let last = c.cgroup.rsplit('/').next().unwrap_or(&c.cgroup);
+    last.split(|ch: char| !ch.is_ascii_hexdigit())
+        .find(|run| run.len() >= 32)
+        .and_then(|id| id.get(..12))
+        .map_or_else(|| last.to_owned(), str::to_owned)
 }
 
 fn values_cells(v: &Values) -> [String; 3] {
@@ -920,11 +926,22 @@ mod tests {
         let id = "ab".repeat(32);
         let mut web = status_row(&format!("machine.slice/libpod-{id}.scope"), false);
         web.container = Some("web".into());
-        let text = table(&Reply::Status(status_of(vec![web])));
+        let unnamed = status_row(
+            &format!("machine.slice/libpod-{}.scope", "cd".repeat(32)),
+            false,
+        );
+        let text = table(&Reply::Status(status_of(vec![web.clone()])));
         assert!(
             text.lines().nth(5).is_some_and(|l| l.starts_with("web ")
                 && l.ends_with(" machine.slice/libpod-abababababab.scope")),
             "{text}"
+        );
+        let text = table(&Reply::Status(status_of(vec![web, unnamed])));
+        assert!(
+            text.lines().nth(6).is_some_and(
+                |l| l.starts_with("cdcdcdcdcdcd ") && l.ends_with("/libpod-cdcdcdcdcdcd.scope")
+            ),
+            "a container the engine has not named yet shows its id: {text}"
         );
     }
 
@@ -1011,6 +1028,15 @@ mod tests {
         );
         assert_eq!(shown(&["system.slice/db.service/"]), ["db.service"]);
         assert_eq!(shown(&[&format!("libpod-{id}.scope")]), ["web"]);
+        let unnamed = named(
+            &format!("machine.slice/libpod-{}.scope", "ef".repeat(32)),
+            None,
+        );
+        let f = Filter::new(&["efefefefefef".to_owned()]).expect("valid");
+        assert!(
+            f.matches(&unnamed),
+            "the short id shown as its name matches"
+        );
         assert_eq!(shown(&["*/db.service"]), ["db.service"]);
         assert!(shown(&["machine.slice"]).is_empty(), "a name is not a path");
         assert!(shown(&["*"]).len() == 3);
