@@ -7,7 +7,7 @@
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use memweight_proto::ctl::{self, Command, ErrorKind, ErrorReply, Reply, Request};
 
@@ -80,9 +80,104 @@ pub(crate) fn connect_failure(socket: &Path, e: &io::Error) -> Failure {
     }
 }
 
-/// Sends `command` and returns the daemon's reply.
+/// Sends `command` and returns the daemon's reply; an error reply is a [`Failure`].
+#[cfg(test)]
 pub(crate) fn request(socket: &Path, command: Command) -> Result<Reply, Failure> {
-    command.validate().map_err(|e| failure(&e))?;
+    match exchange(socket, command)? {
+        Ok(reply) => Ok(reply),
+        Err(e) => Err(failure(&e)),
+    }
+}
+
+/// How long, and how often, to ask again while the daemon has not completed its first tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Wait {
+    /// Give up after this long (`--wait`); zero asks once.
+    pub limit: Duration,
+    /// Ask again this often.
+    pub every: Duration,
+}
+
+impl Wait {
+    /// `--wait` seconds, asking again every quarter second.
+    pub fn up_to(limit: Duration) -> Self {
+        Wait {
+            limit,
+            every: Duration::from_millis(250),
+        }
+    }
+}
+
+/// Whether a pause ran its course or was cut short (Ctrl-C while watching).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pause {
+    /// The time passed.
+    Slept,
+    /// A signal asked to stop.
+    Interrupted,
+}
+
+/// How a wait sleeps: [`Pause::Slept`] after `d`, or [`Pause::Interrupted`] sooner.
+pub(crate) type Pauser<'a> = dyn FnMut(Duration) -> Pause + 'a;
+
+/// Sends `command` and returns the daemon's reply (an error reply as a [`Failure`]); a daemon
+/// that answers "not ready" (socket activation has just started it and its first tick has not
+/// completed) is asked again every `wait.every` until `wait.limit` has passed. `say` gets one
+/// line for stderr when the waiting starts; `pause` sleeps (and may be cut short: then the
+/// last "not ready" is returned as it is).
+pub(crate) fn request_waiting(
+    socket: &Path,
+    command: &Command,
+    wait: Wait,
+    say: &mut dyn FnMut(&str),
+    pause: &mut Pauser<'_>,
+) -> Result<Reply, Failure> {
+    let started = Instant::now();
+    let mut told = false;
+    loop {
+        let e = match exchange(socket, command.clone())? {
+            Ok(reply) => return Ok(reply),
+            Err(e) if e.kind == ErrorKind::NotReady => e,
+            Err(e) => return Err(failure(&e)),
+        };
+        let waited = started.elapsed();
+        if waited >= wait.limit {
+            if wait.limit.is_zero() {
+                return Err(failure(&e));
+            }
+            return Err(Failure {
+                code: exit::DAEMON,
+                message: format!(
+                    "memweightd has not completed its first tick within {} s of waiting; see \
+                     `journalctl -u memweightd` (a first tick adopting thousands of cgroups takes \
+                     longer: raise --wait)",
+                    wait.limit.as_secs_f64()
+                ),
+            });
+        }
+        if !told {
+            say(&format!(
+                "memweightd has not completed its first tick yet (socket activation may just \
+                 have started it); waiting up to {} s",
+                wait.limit.as_secs_f64()
+            ));
+            told = true;
+        }
+        if pause(wait.every.min(wait.limit - waited)) == Pause::Interrupted {
+            return Err(failure(&e));
+        }
+    }
+}
+
+/// One request and its answer: `Ok(Err(..))` is the daemon's (or the protocol's) error reply,
+/// `Err` a failure to reach it.
+pub(crate) fn exchange(
+    socket: &Path,
+    command: Command,
+) -> Result<Result<Reply, ErrorReply>, Failure> {
+    if let Err(e) = command.validate() {
+        return Ok(Err(e));
+    }
     let mut stream = UnixStream::connect(socket).map_err(|e| connect_failure(socket, &e))?;
     let lost = |e: io::Error| Failure {
         code: exit::UNREACHABLE,
@@ -113,8 +208,8 @@ pub(crate) fn request(socket: &Path, command: Command) -> Result<Reply, Failure>
         }
     }
     match ctl::parse_response(line.trim_end()) {
-        Ok(Ok(reply)) => Ok(reply),
-        Ok(Err(e)) | Err(e) => Err(failure(&e)),
+        Ok(answer) => Ok(answer),
+        Err(e) => Ok(Err(e)),
     }
 }
 
@@ -174,5 +269,133 @@ mod tests {
         server.join().expect("server thread");
         assert_eq!(f.code, exit::PROTOCOL);
         assert!(f.message.contains("version 0"), "{}", f.message);
+    }
+
+    /// A scripted daemon: answers the connections in order with `answers`, one each.
+    fn scripted(
+        dir: &Path,
+        answers: Vec<String>,
+    ) -> (std::path::PathBuf, std::thread::JoinHandle<()>) {
+        let path = dir.join("scripted.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).expect("bind");
+        let server = std::thread::spawn(move || {
+            for answer in answers {
+                let (mut s, _) = listener.accept().expect("accept");
+                let mut line = String::new();
+                BufReader::new(&s).read_line(&mut line).expect("read");
+                s.write_all(answer.as_bytes()).expect("write");
+            }
+        });
+        (path, server)
+    }
+
+    fn not_ready() -> String {
+        ctl::Response::new(ctl::Outcome::Error(ErrorReply::not_ready())).to_line()
+    }
+
+    fn reloaded() -> String {
+        ctl::Response::new(ctl::Outcome::Ok(Reply::Reloaded(ctl::Reloaded {
+            config: "/etc/memweight/memweight.toml".into(),
+            rules: 1,
+            overrides_kept: 0,
+        })))
+        .to_line()
+    }
+
+    #[test]
+    fn not_ready_is_asked_again_and_said_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (path, server) = scripted(dir.path(), vec![not_ready(), not_ready(), reloaded()]);
+        let mut said = Vec::new();
+        let mut pauses = Vec::new();
+        let reply = request_waiting(
+            &path,
+            &Command::Reload,
+            Wait::up_to(Duration::from_secs(30)),
+            &mut |s| said.push(s.to_owned()),
+            &mut |d| {
+                pauses.push(d);
+                Pause::Slept
+            },
+        )
+        .expect("answered after two not-ready");
+        server.join().expect("server");
+        assert!(matches!(reply, Reply::Reloaded(_)));
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0].contains("waiting up to 30 s"), "{said:?}");
+        assert_eq!(pauses, vec![Duration::from_millis(250); 2]);
+    }
+
+    #[test]
+    fn the_wait_is_bounded() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (path, server) = scripted(dir.path(), vec![not_ready(); 100]);
+        let wait = Wait {
+            limit: Duration::from_millis(200),
+            every: Duration::from_millis(80),
+        };
+        let f = request_waiting(&path, &Command::Status, wait, &mut |_| {}, &mut |d| {
+            std::thread::sleep(d);
+            Pause::Slept
+        })
+        .expect_err("never ready");
+        // Not joined: how many times it was asked depends on the clock.
+        drop(server);
+        assert_eq!(f.code, exit::DAEMON);
+        assert!(
+            f.message.contains("first tick within 0.2 s") && f.message.contains("--wait"),
+            "{}",
+            f.message
+        );
+    }
+
+    #[test]
+    fn no_wait_and_an_interrupted_wait_give_the_daemons_answer() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (path, server) = scripted(dir.path(), vec![not_ready(), not_ready()]);
+        let mut said = 0;
+        let f = request_waiting(
+            &path,
+            &Command::Status,
+            Wait::up_to(Duration::ZERO),
+            &mut |_| said += 1,
+            &mut |_| Pause::Slept,
+        )
+        .expect_err("no waiting");
+        assert_eq!(f.code, exit::DAEMON);
+        assert!(f.message.contains("first tick yet"), "{}", f.message);
+        assert_eq!(said, 0);
+        let f = request_waiting(
+            &path,
+            &Command::Status,
+            Wait::up_to(Duration::from_secs(30)),
+            &mut |_| {},
+            &mut |_| Pause::Interrupted,
+        )
+        .expect_err("interrupted");
+        server.join().expect("server");
+        assert!(f.message.contains("first tick yet"), "{}", f.message);
+    }
+
+    #[test]
+    fn other_errors_are_not_waited_for() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let refused = ctl::Response::new(ctl::Outcome::Error(ErrorReply::new(
+            ErrorKind::ConfigInvalid,
+            "reload refused, the old configuration stays: bad tick",
+        )))
+        .to_line();
+        let (path, server) = scripted(dir.path(), vec![refused]);
+        let f = request_waiting(
+            &path,
+            &Command::Reload,
+            Wait::up_to(Duration::from_secs(30)),
+            &mut |_| panic!("nothing to wait for"),
+            &mut |_| panic!("no pause"),
+        )
+        .expect_err("refused");
+        server.join().expect("server");
+        assert_eq!(f.code, exit::DAEMON);
+        assert!(f.message.starts_with("reload refused"), "{}", f.message);
     }
 }

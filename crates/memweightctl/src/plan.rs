@@ -3,9 +3,9 @@
 //! Reads a plan file (see `memweight_proto::plan`), runs `memweight_policy::plan` on it for the
 //! targets and one tick of the daemon's own law (`memweightd::offline`) for the writes it
 //! would make from the state the file gives, and prints a table or the `PlanOutput` JSON.
-//! Without `--output`, a terminal gets the table and a pipe gets JSON.
+//! A table unless `--output json` (the global `-o`), whether stdout is a terminal or not.
 
-use std::io::{IsTerminal, Read};
+use std::io::Read;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -21,21 +21,13 @@ pub(crate) struct PlanArgs {
     /// Plan file (JSON), or `-` for stdin.
     #[arg(value_name = "FILE")]
     file: PathBuf,
-    /// Output format [default: table on a terminal, json otherwise].
-    #[arg(short, long, value_enum)]
-    output: Option<OutputFormat>,
 }
 
 /// Runs the subcommand.
-pub(crate) fn run(args: &PlanArgs) -> Result<(), Failure> {
+pub(crate) fn run(args: &PlanArgs, format: OutputFormat) -> Result<(), Failure> {
     let (label, text) = read_input(&args.file)?;
     let file = PlanFile::from_json(&text).map_err(|e| Failure::bad_input(&label, e))?;
     let output = memweightd::offline::plan(&file).map_err(|e| Failure::bad_input(&label, e))?;
-    let format = args.output.unwrap_or(if std::io::stdout().is_terminal() {
-        OutputFormat::Table
-    } else {
-        OutputFormat::Json
-    });
     let text = match format {
         OutputFormat::Json => {
             let mut s = serde_json::to_string_pretty(&output)
@@ -43,7 +35,7 @@ pub(crate) fn run(args: &PlanArgs) -> Result<(), Failure> {
             s.push('\n');
             s
         }
-        OutputFormat::Table => render_table(&output),
+        OutputFormat::Table | OutputFormat::Wide => render_table(&output),
     };
     print(&text)
 }

@@ -1,13 +1,17 @@
 //! The subcommands that talk to a running memweightd: `set`, `unset`, `get`, `status`,
-//! `explain`, `reload`.
+//! `explain`, `reload`, `version`.
 //!
-//! Each builds a [`Command`], sends it with [`client::request`] and prints the reply as a
-//! kubectl-style table or as JSON (sizes in bytes). Rendering is pure and tested here.
+//! Each builds a [`Command`], sends it with [`client::request_waiting`] (which waits, bounded
+//! by `--wait`, for a daemon that socket activation has just started) and prints the reply as
+//! a kubectl-style table or as JSON (sizes in bytes), as the user chose with `-o`. `status`
+//! keeps the cgroups its filters name ([`Filter`]) and fits its default table into
+//! [`STATUS_WIDTH`] columns; `-o wide` has every column. Rendering is pure and tested here.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
+use globset::{GlobBuilder, GlobMatcher};
 use memweight_policy::human;
 use memweight_proto::Size;
 use memweight_proto::ctl::{
@@ -15,20 +19,14 @@ use memweight_proto::ctl::{
     WeightSource,
 };
 
-use crate::client::{self, exit};
+use crate::client::{self, Pause, Pauser, Wait, exit};
 use crate::table::Table;
-use crate::{Failure, OutputFormat, print};
+use crate::{Failure, Global, OutputFormat, print};
 
-/// Options every daemon subcommand takes.
-#[derive(Debug, Args)]
-pub(crate) struct Common {
-    /// The daemon's control socket.
-    #[arg(long, value_name = "PATH", env = "MEMWEIGHT_SOCKET", default_value = ctl::DEFAULT_SOCKET)]
-    socket: PathBuf,
-    /// Output format [default: table on a terminal, json otherwise].
-    #[arg(short, long, value_enum)]
-    output: Option<OutputFormat>,
-}
+/// The default `status` table fits a terminal this wide.
+pub(crate) const STATUS_WIDTH: usize = 120;
+/// The NAME column of `status` is cut (in the middle) to this many characters.
+const NAME_WIDTH: usize = 20;
 
 /// `set <cgroup> <weight> [--min SIZE] [--max SIZE]`.
 #[derive(Debug, Args)]
@@ -45,8 +43,6 @@ pub(crate) struct SetArgs {
     /// Ceiling of the cgroup's share (e.g. `4G`).
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     max: Option<String>,
-    #[command(flatten)]
-    common: Common,
 }
 
 /// Subcommands that name one cgroup.
@@ -54,18 +50,30 @@ pub(crate) struct SetArgs {
 pub(crate) struct CgroupArgs {
     /// Cgroup path relative to the cgroup root, or a running container's name or id.
     cgroup: String,
-    #[command(flatten)]
-    common: Common,
 }
 
-/// Subcommands without arguments.
+/// `status [NAME|GLOB|PATH]... [-w [-n SECONDS] [--count N]]`.
 #[derive(Debug, Args)]
-pub(crate) struct PlainArgs {
-    #[command(flatten)]
-    common: Common,
+pub(crate) struct StatusArgs {
+    /// Show only these cgroups: a container name or a cgroup's last path component (`web`,
+    /// `db.service`), a glob of those (`web-*`), or, with a `/`, a cgroup path or path glob
+    /// (`machine.slice/*`, `/sys/fs/cgroup/system.slice/db.service`).
+    #[arg(value_name = "NAME|GLOB|PATH")]
+    pub filters: Vec<String>,
+    /// Redraw every --interval until Ctrl-C (or --count, or the reader of a pipe leaves).
+    #[arg(short, long)]
+    pub watch: bool,
+    /// Time between redraws with --watch: seconds (`2`, `0.5`) or `500ms`; 0.2 to 3600.
+    #[arg(short = 'n', long, value_name = "SECONDS", default_value = "2",
+        value_parser = crate::watch::parse_interval, requires = "watch")]
+    pub interval: Duration,
+    /// Stop after N redraws with --watch.
+    #[arg(long, value_name = "N", requires = "watch",
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
 }
 
-/// Which daemon subcommand to run.
+/// Which daemon subcommand to run (`status` and `version` have their own functions).
 #[derive(Debug)]
 pub(crate) enum Remote {
     /// `set`.
@@ -74,12 +82,10 @@ pub(crate) enum Remote {
     Unset(CgroupArgs),
     /// `get`.
     Get(CgroupArgs),
-    /// `status`.
-    Status(PlainArgs),
     /// `explain`.
     Explain(CgroupArgs),
     /// `reload`.
-    Reload(PlainArgs),
+    Reload,
 }
 
 fn parse_weight(text: &str) -> Result<u32, Failure> {
@@ -95,35 +101,224 @@ fn parse_size(flag: &str, text: Option<&String>) -> Result<Option<u64>, Failure>
     .transpose()
 }
 
+/// Sends `command`, waiting up to `--wait` for a daemon that is not ready yet (saying so on
+/// stderr), with `pause` between the tries.
+fn ask(g: &Global, command: &Command, pause: &mut Pauser<'_>) -> Result<Reply, Failure> {
+    client::request_waiting(
+        &g.socket,
+        command,
+        Wait::up_to(g.wait),
+        &mut |line| eprintln!("memweightctl: {line}"),
+        pause,
+    )
+}
+
+fn sleep(d: Duration) -> Pause {
+    std::thread::sleep(d);
+    Pause::Slept
+}
+
 /// Runs a daemon subcommand.
-pub(crate) fn run(remote: Remote) -> Result<(), Failure> {
-    let (command, common) = match remote {
-        Remote::Set(a) => (
-            Command::Set {
-                weight: parse_weight(&a.weight)?,
-                min: parse_size("--min", a.min.as_ref())?,
-                max: parse_size("--max", a.max.as_ref())?,
-                cgroup: a.cgroup,
-            },
-            a.common,
+pub(crate) fn run(remote: Remote, g: &Global) -> Result<(), Failure> {
+    let command = match remote {
+        Remote::Set(a) => Command::Set {
+            weight: parse_weight(&a.weight)?,
+            min: parse_size("--min", a.min.as_ref())?,
+            max: parse_size("--max", a.max.as_ref())?,
+            cgroup: a.cgroup,
+        },
+        Remote::Unset(a) => Command::Unset { cgroup: a.cgroup },
+        Remote::Get(a) => Command::Get { cgroup: a.cgroup },
+        Remote::Explain(a) => Command::Explain { cgroup: a.cgroup },
+        Remote::Reload => Command::Reload,
+    };
+    let reply = ask(g, &command, &mut sleep)?;
+    print(&render(&reply, g.output)?)
+}
+
+/// `status`: once, or again and again with `--watch`.
+pub(crate) fn status(args: &StatusArgs, g: &Global) -> Result<(), Failure> {
+    let filter = Filter::new(&args.filters)?;
+    let mut draw = |pause: &mut Pauser<'_>| match ask(g, &Command::Status, pause)? {
+        Reply::Status(mut s) => {
+            s.cgroups.retain(|c| filter.matches(c));
+            status_text(&s, g.output, &args.filters)
+        }
+        other => render(&other, g.output),
+    };
+    if !args.watch {
+        return print(&draw(&mut sleep)?);
+    }
+    crate::watch::run(
+        args.interval,
+        args.count,
+        std::io::stdout().is_terminal(),
+        g.output == OutputFormat::Json,
+        &mut draw,
+    )
+}
+
+/// `version`: this client's, then the daemon's (asked over the socket). A daemon that
+/// predates the request is named as older, not as an error; an unreachable one is an error
+/// after the client's line.
+pub(crate) fn version(g: &Global) -> Result<(), Failure> {
+    let client = ctl::Version {
+        program: "memweightctl".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        protocol: ctl::PROTOCOL_VERSION,
+    };
+    let (daemon, failure) = match client::exchange(&g.socket, Command::Version) {
+        Ok(Ok(Reply::Version(v))) => (Daemon::Known(v), None),
+        Ok(Ok(_)) => (
+            Daemon::Unknown,
+            Some(Failure {
+                code: exit::PROTOCOL,
+                message: "the daemon answered `version` with another kind of reply; is this a \
+                          memweightd socket?"
+                    .into(),
+            }),
         ),
-        Remote::Unset(a) => (Command::Unset { cgroup: a.cgroup }, a.common),
-        Remote::Get(a) => (Command::Get { cgroup: a.cgroup }, a.common),
-        Remote::Status(a) => (Command::Status, a.common),
-        Remote::Explain(a) => (Command::Explain { cgroup: a.cgroup }, a.common),
-        Remote::Reload(a) => (Command::Reload, a.common),
+        Ok(Err(e)) if e.is_unknown_command() => (Daemon::Older, None),
+        Ok(Err(e)) => (Daemon::Unknown, Some(client::failure(&e))),
+        Err(f) => (Daemon::Unknown, Some(f)),
     };
-    let reply = client::request(&common.socket, command)?;
-    let format = common.output.unwrap_or(if std::io::stdout().is_terminal() {
-        OutputFormat::Table
-    } else {
-        OutputFormat::Json
-    });
-    let text = match format {
-        OutputFormat::Json => json(&reply)?,
-        OutputFormat::Table => table(&reply),
+    let text = match g.output {
+        OutputFormat::Json => to_json(&version_json(&client, &daemon))?,
+        OutputFormat::Table | OutputFormat::Wide => version_text(&client, &daemon, g),
     };
-    print(&text)
+    print(&text)?;
+    failure.map_or(Ok(()), Err)
+}
+
+/// What `version` learnt of the daemon.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Daemon {
+    /// It answered.
+    Known(ctl::Version),
+    /// It refused the request as unknown: a memweightd from before `version`.
+    Older,
+    /// Not reachable, or it failed (the error follows on stderr).
+    Unknown,
+}
+
+const OLDER: &str = "older than this memweightctl: it does not answer `version`; install \
+                     memweightd and memweightctl from the same build";
+
+fn version_text(client: &ctl::Version, daemon: &Daemon, g: &Global) -> String {
+    let line = |v: &ctl::Version| {
+        format!(
+            "{} {} (control protocol {})",
+            v.program, v.version, v.protocol
+        )
+    };
+    let mut out = format!(
+        "client: {}
+",
+        line(client)
+    );
+    match daemon {
+        Daemon::Known(v) => {
+            out.push_str(&format!(
+                "daemon: {} at {}
+",
+                line(v),
+                g.socket.display()
+            ));
+            if v.version != client.version {
+                out.push_str(
+                    "note: the versions differ; install memweightd and memweightctl from the \
+                     same build\n",
+                );
+            }
+        }
+        Daemon::Older => out.push_str(&format!("daemon: memweightd {OLDER}\n")),
+        Daemon::Unknown => out.push_str("daemon: unknown (see the error below)\n"),
+    }
+    out
+}
+
+fn version_json(client: &ctl::Version, daemon: &Daemon) -> serde_json::Value {
+    let (daemon, note) = match daemon {
+        Daemon::Known(v) => (serde_json::to_value(v).ok(), None),
+        Daemon::Older => (None, Some(format!("memweightd {OLDER}"))),
+        Daemon::Unknown => (None, None),
+    };
+    let mut v = serde_json::json!({ "client": client, "daemon": daemon });
+    if let (Some(note), Some(obj)) = (note, v.as_object_mut()) {
+        obj.insert("daemon_note".into(), note.into());
+    }
+    v
+}
+
+/// The reply in the chosen format.
+fn render(reply: &Reply, format: OutputFormat) -> Result<String, Failure> {
+    Ok(match format {
+        OutputFormat::Json => json(reply)?,
+        OutputFormat::Table => table(reply),
+        OutputFormat::Wide => match reply {
+            Reply::Status(s) => status_wide(s, NOTHING_MANAGED),
+            other => table(other),
+        },
+    })
+}
+
+/// `status`'s filters: which cgroups to show. Empty: all.
+#[derive(Debug, Default)]
+pub(crate) struct Filter {
+    /// Globs over the shown name or the last path component.
+    names: Vec<GlobMatcher>,
+    /// Globs over the cgroup path (relative to the root).
+    paths: Vec<GlobMatcher>,
+}
+
+impl Filter {
+    /// Compiles the filters; a pattern with a `/` is a path (an absolute one under
+    /// `/sys/fs/cgroup` is taken relative to it), any other a name. `*` never crosses `/`.
+    pub fn new(patterns: &[String]) -> Result<Self, Failure> {
+        let mut f = Filter::default();
+        for p in patterns {
+            let trimmed = p.trim();
+            let is_path = trimmed.contains('/');
+            let text = if is_path {
+                let rel = trimmed.strip_prefix("/sys/fs/cgroup/").unwrap_or(trimmed);
+                rel.trim_matches('/')
+            } else {
+                trimmed
+            };
+            if text.is_empty() {
+                return Err(Failure::bad_input(
+                    &format!("filter {p:?}"),
+                    "empty: give a name, a glob or a cgroup path",
+                ));
+            }
+            let glob = GlobBuilder::new(text)
+                .literal_separator(true)
+                .build()
+                .map_err(|e| Failure::bad_input(&format!("filter {p:?}"), e.kind()))?
+                .compile_matcher();
+            if is_path {
+                f.paths.push(glob);
+            } else {
+                f.names.push(glob);
+            }
+        }
+        Ok(f)
+    }
+
+    /// Whether `c` is shown.
+    pub fn matches(&self, c: &CgroupStatus) -> bool {
+        if self.names.is_empty() && self.paths.is_empty() {
+            return true;
+        }
+        let last = c.cgroup.rsplit('/').next().unwrap_or(&c.cgroup);
+        let shown = display_name(c);
+        self.paths.iter().any(|g| g.is_match(&c.cgroup))
+            || self.names.iter().any(|g| {
+                g.is_match(last)
+                    || g.is_match(&shown)
+                    || c.container.as_deref().is_some_and(|n| g.is_match(n))
+            })
+    }
 }
 
 fn json(reply: &Reply) -> Result<String, Failure> {
@@ -137,25 +332,58 @@ fn json(reply: &Reply) -> Result<String, Failure> {
             v
         }),
         Reply::Reloaded(r) => serde_json::to_value(r),
+        Reply::Version(v) => serde_json::to_value(v),
     };
-    let mut text = value
-        .and_then(|v| serde_json::to_string_pretty(&v))
-        .map_err(|e| Failure {
-            code: exit::DAEMON,
-            message: format!("encoding the reply as JSON: {e}"),
-        })?;
+    to_json(&value.map_err(|e| Failure {
+        code: exit::DAEMON,
+        message: format!("encoding the reply as JSON: {e}"),
+    })?)
+}
+
+fn to_json(value: &serde_json::Value) -> Result<String, Failure> {
+    let mut text = serde_json::to_string_pretty(value).map_err(|e| Failure {
+        code: exit::DAEMON,
+        message: format!("encoding the reply as JSON: {e}"),
+    })?;
     text.push('\n');
     Ok(text)
 }
 
-/// The reply as a table (or a short text for `explain` and `reload`).
+/// The reply as a table (or a short text for `explain`, `reload` and `version`).
 pub(crate) fn table(reply: &Reply) -> String {
     match reply {
         Reply::Setting(s) => setting_table(s),
-        Reply::Status(s) => status_table(s),
+        Reply::Status(s) => status_table(s, STATUS_WIDTH, NOTHING_MANAGED),
         Reply::Explain(e) => explain_text(e),
         Reply::Reloaded(r) => reloaded_text(r),
+        Reply::Version(v) => format!(
+            "daemon: {} {} (control protocol {})\n",
+            v.program, v.version, v.protocol
+        ),
     }
+}
+
+/// What the table says when there is no row to show.
+const NOTHING_MANAGED: &str =
+    "no cgroups are managed (no [[cgroup]] rule matches an existing cgroup)";
+
+/// `status` in the chosen format; `filters` as given, for the line shown when none matches.
+fn status_text(s: &Status, format: OutputFormat, filters: &[String]) -> Result<String, Failure> {
+    let no_match;
+    let empty = if filters.is_empty() {
+        NOTHING_MANAGED
+    } else {
+        no_match = format!(
+            "no managed cgroup matches {} (see memweightctl status)",
+            filters.join(" ")
+        );
+        &no_match
+    };
+    Ok(match format {
+        OutputFormat::Json => json(&Reply::Status(s.clone()))?,
+        OutputFormat::Table => status_table(s, STATUS_WIDTH, empty),
+        OutputFormat::Wide => status_wide(s, empty),
+    })
 }
 
 fn opt_bytes(v: Option<u64>) -> String {
@@ -177,6 +405,112 @@ fn signed(v: i64) -> String {
 
 fn psi(v: Option<f64>) -> String {
     v.map_or_else(|| "-".to_owned(), |p| format!("{p:.2}"))
+}
+
+/// A byte count in at most six characters for the narrow table: binary units with a short
+/// suffix, one decimal below 10 (`512Ki`, `833Mi`, `1.5Gi`; 2000 MiB is `2.0Gi`).
+fn short_bytes(n: u64) -> String {
+    const UNITS: [(&str, u32); 6] = [
+        ("Ei", 60),
+        ("Pi", 50),
+        ("Ti", 40),
+        ("Gi", 30),
+        ("Mi", 20),
+        ("Ki", 10),
+    ];
+    let Some(&(unit, shift)) = UNITS.iter().find(|&&(_, shift)| n >> shift > 0) else {
+        return format!("{n}B");
+    };
+    let size = 1_u128 << shift;
+    // Tenths, rounded to nearest, in u128 so that no value can overflow.
+    let tenths = (u128::from(n) * 10 + size / 2) / size;
+    if tenths < 100 {
+        format!("{}.{}{unit}", tenths / 10, tenths % 10)
+    } else {
+        format!("{}{unit}", (tenths + 5) / 10)
+    }
+}
+
+fn short_signed(v: i64) -> String {
+    let m = short_bytes(v.unsigned_abs());
+    if v < 0 { format!("-{m}") } else { m }
+}
+
+fn short_limit(v: Option<u64>) -> String {
+    v.map_or_else(|| "max".to_owned(), short_bytes)
+}
+
+/// Container ids (32 or more hex digits in a row) cut to their first 12, as `podman ps`
+/// shows them.
+fn shorten_ids(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut run = String::new();
+    let flush = |run: &mut String, out: &mut String| {
+        if run.len() >= 32 {
+            out.push_str(&run[..12]);
+        } else {
+            out.push_str(run);
+        }
+        run.clear();
+    };
+    for ch in text.chars() {
+        if ch.is_ascii_hexdigit() {
+            run.push(ch);
+        } else {
+            flush(&mut run, &mut out);
+            out.push(ch);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
+/// `text` cut to `max` characters by an ellipsis in the middle (both ends say the most).
+fn elide(text: &str, max: usize) -> String {
+    let n = text.chars().count();
+    if n <= max {
+        return text.to_owned();
+    }
+    if max == 0 {
+        return String::new();
+    }
+    let tail = (max - 1) / 2;
+    let head = max - 1 - tail;
+    let mut out: String = text.chars().take(head).collect();
+    out.push('…');
+    out.extend(text.chars().skip(n - tail));
+    out
+}
+
+/// A cgroup path cut to `max` characters: container ids shortened, then leading components
+/// dropped (`…/libpod-0123456789ab.scope`: the end names the cgroup), then the middle elided.
+fn fit_path(path: &str, max: usize) -> String {
+    let short = shorten_ids(path);
+    if short.chars().count() <= max {
+        return short;
+    }
+    let mut rest = short.as_str();
+    while let Some((_, tail)) = rest.split_once('/') {
+        rest = tail;
+        if rest.chars().count() + 2 <= max {
+            return format!("…/{rest}");
+        }
+    }
+    elide(&short, max)
+}
+
+/// What the NAME column shows: the container's name; else, for a container's scope
+/// (`libpod-<64 hex digits>.scope`) whose name the engine has not told (yet), the id's first
+/// 12 digits as `podman ps` shows them; else the last path component.
+fn display_name(c: &CgroupStatus) -> String {
+    if let Some(name) = &c.container {
+        return name.clone();
+    }
+    let last = c.cgroup.rsplit('/').next().unwrap_or(&c.cgroup);
+    last.split(|ch: char| !ch.is_ascii_hexdigit())
+        .find(|run| run.len() >= 32)
+        .and_then(|id| id.get(..12))
+        .map_or_else(|| last.to_owned(), str::to_owned)
 }
 
 fn values_cells(v: &Values) -> [String; 3] {
@@ -240,76 +574,124 @@ fn pool_line(p: &Pool) -> String {
     )
 }
 
-fn status_table(s: &Status) -> String {
-    let containers = s.cgroups.iter().any(|c| c.container.is_some());
-    let mut header = vec!["CGROUP"];
-    if containers {
-        header.push("CONTAINER");
+/// The weight with its mark: `*` runtime override, `+` a container label.
+fn weight_cell(c: &CgroupStatus) -> String {
+    if c.overridden {
+        format!("{}*", c.weight)
+    } else if matches!(c.source, Some(WeightSource::Label { .. })) {
+        format!("{}+", c.weight)
+    } else {
+        c.weight.to_string()
     }
-    header.extend([
+}
+
+/// The pool, the rows (or `empty` when there are none) and the footnotes for the marks.
+fn status_page(s: &Status, rows: &str, empty: &str) -> String {
+    let mut out = pool_line(&s.pool);
+    out.push('\n');
+    if s.cgroups.is_empty() {
+        out.push_str(empty);
+        out.push('\n');
+    } else {
+        out.push_str(rows);
+    }
+    if s.cgroups.iter().any(|c| c.overridden) {
+        out.push_str("* weight set at runtime (memweightctl set); `unset` returns to the config\n");
+    }
+    if s.cgroups
+        .iter()
+        .any(|c| !c.overridden && matches!(c.source, Some(WeightSource::Label { .. })))
+    {
+        out.push_str("+ weight from the container's memweight.weight label\n");
+    }
+    out
+}
+
+/// The default `status` table: the name first, short sizes, and the cgroup path last, cut to
+/// what is left of `width` columns (container ids shortened first, then the middle elided).
+fn status_table(s: &Status, width: usize, empty: &str) -> String {
+    const HEADER: [&str; 10] = [
+        "NAME", "WEIGHT", "USAGE", "EA", "EX", "TARGET", "HIGH", "LOW", "PSI", "STATE",
+    ];
+    let rows: Vec<Vec<String>> = s
+        .cgroups
+        .iter()
+        .map(|c| {
+            vec![
+                elide(&display_name(c), NAME_WIDTH),
+                weight_cell(c),
+                short_bytes(c.usage),
+                short_bytes(c.expected),
+                short_signed(c.exceed),
+                short_bytes(c.target),
+                short_limit(c.high),
+                short_limit(c.low),
+                c.psi_some_avg10
+                    .map_or_else(|| "-".to_owned(), |p| format!("{p:.1}")),
+                c.state.clone(),
+            ]
+        })
+        .collect();
+    let mut t = Table::new(&HEADER);
+    for r in &rows {
+        t.row(r.clone());
+    }
+    // What is left for the path after the other columns and the gap before it; never less
+    // than a recognisable stub.
+    let room = width.saturating_sub(t.width() + Table::GAP).max(12);
+    let mut t = Table::new(&[&HEADER[..], &["CGROUP"]].concat());
+    for (mut r, c) in rows.into_iter().zip(&s.cgroups) {
+        r.push(fit_path(&c.cgroup, room));
+        t.row(r);
+    }
+    status_page(s, &t.render(), empty)
+}
+
+/// `status -o wide`: every column, full paths and human sizes.
+fn status_wide(s: &Status, empty: &str) -> String {
+    let mut t = Table::new(&[
+        "NAME",
+        "CGROUP",
+        "CONTAINER",
         "WEIGHT",
         "USAGE",
         "EA",
         "EX",
         "TARGET",
         "ENTITLEMENT",
+        "FLOOR",
+        "CEILING",
         "HIGH",
         "LOW",
         "PSI-SOME",
         "PSI-FULL",
         "SWAP",
         "STATE",
+        "REASON",
     ]);
-    let mut t = Table::new(&header);
-    let mut any_override = false;
-    let mut any_label = false;
     for c in &s.cgroups {
-        any_override |= c.overridden;
-        any_label |= matches!(c.source, Some(WeightSource::Label { .. }));
-        let mut cells = row(c);
-        if containers {
-            cells.insert(1, c.container.clone().unwrap_or_else(|| "-".to_owned()));
-        }
-        t.row(cells);
+        t.row(vec![
+            display_name(c),
+            c.cgroup.clone(),
+            c.container.clone().unwrap_or_else(|| "-".to_owned()),
+            weight_cell(c),
+            human::bytes(c.usage).to_string(),
+            human::bytes(c.expected).to_string(),
+            signed(c.exceed),
+            human::bytes(c.target).to_string(),
+            human::bytes(c.entitlement).to_string(),
+            human::bytes(c.floor).to_string(),
+            opt_bytes(c.ceiling),
+            limit(c.high),
+            limit(c.low),
+            psi(c.psi_some_avg10),
+            psi(c.psi_full_avg10),
+            opt_bytes(c.swap),
+            c.state.clone(),
+            c.reason.clone(),
+        ]);
     }
-    let mut out = pool_line(&s.pool);
-    out.push('\n');
-    if s.cgroups.is_empty() {
-        out.push_str("no cgroups are managed (no [[cgroup]] rule matches an existing cgroup)\n");
-    } else {
-        out.push_str(&t.render());
-    }
-    if any_override {
-        out.push_str("* weight set at runtime (memweightctl set); `unset` returns to the config\n");
-    }
-    if any_label {
-        out.push_str("+ weight from the container's memweight.weight label\n");
-    }
-    out
-}
-
-fn row(c: &CgroupStatus) -> Vec<String> {
-    vec![
-        c.cgroup.clone(),
-        if c.overridden {
-            format!("{}*", c.weight)
-        } else if matches!(c.source, Some(WeightSource::Label { .. })) {
-            format!("{}+", c.weight)
-        } else {
-            c.weight.to_string()
-        },
-        human::bytes(c.usage).to_string(),
-        human::bytes(c.expected).to_string(),
-        signed(c.exceed),
-        human::bytes(c.target).to_string(),
-        human::bytes(c.entitlement).to_string(),
-        limit(c.high),
-        limit(c.low),
-        psi(c.psi_some_avg10),
-        psi(c.psi_full_avg10),
-        opt_bytes(c.swap),
-        c.state.clone(),
-    ]
+    status_page(s, &t.render(), empty)
 }
 
 fn explain_text(e: &Explanation) -> String {
@@ -424,15 +806,19 @@ mod tests {
         }
     }
 
+    fn status_of(cgroups: Vec<CgroupStatus>) -> Status {
+        Status {
+            pool: pool(),
+            cgroups,
+        }
+    }
+
     #[test]
     fn status_is_aligned_and_marks_overrides() {
-        let text = table(&Reply::Status(Status {
-            pool: pool(),
-            cgroups: vec![
-                status_row("lab/c1", true),
-                status_row("lab/long-name", false),
-            ],
-        }));
+        let text = table(&Reply::Status(status_of(vec![
+            status_row("lab/c1", true),
+            status_row("lab/long-name", false),
+        ])));
         let lines: Vec<&str> = text.lines().collect();
         assert!(
             lines[0].starts_with("pool: capacity 4096 MiB, TU 4000 MiB, TW 6"),
@@ -440,42 +826,287 @@ mod tests {
         );
         let header = lines[4];
         assert!(
-            header.starts_with("CGROUP          WEIGHT   USAGE"),
+            header.starts_with("NAME        WEIGHT   USAGE   EA       EX      TARGET"),
             "{text}"
         );
+        assert!(header.ends_with("STATE   CGROUP"), "{text}");
         let col = header.find("USAGE").expect("USAGE column");
-        assert_eq!(&lines[5][col..col + 8], "2000 MiB", "{text}");
-        assert!(lines[5].contains(" 3* "), "{text}");
-        assert!(lines[6].contains(" 3 "), "{text}");
-        assert!(lines[5].contains("-10 MiB"), "{text}");
-        assert!(lines[5].contains("max"), "{text}");
+        assert_eq!(&lines[5][col..col + 6], "2.0Gi ", "{text}");
+        assert!(lines[5].starts_with("c1          3*  "), "{text}");
+        assert!(lines[6].starts_with("long-name   3   "), "{text}");
+        assert!(lines[5].contains("-10Mi"), "{text}");
+        assert!(lines[5].contains(" max "), "{text}");
+        assert!(lines[5].ends_with(" ok      lab/c1"), "{text}");
         assert!(text.contains("* weight set at runtime"), "{text}");
     }
 
+    /// A podman host: 64-digit ids in every path, long names, the widest numbers. Every line
+    /// of the default table fits 120 columns; `-o wide` keeps everything.
     #[test]
-    fn status_names_containers_and_marks_label_weights() {
-        let mut web = status_row("machine.slice/libpod-0123.scope", false);
-        web.container = Some("web".into());
-        web.source = Some(WeightSource::Label {
-            label: "memweight.weight".into(),
-            container: "web".into(),
-        });
-        let text = table(&Reply::Status(Status {
-            pool: pool(),
-            cgroups: vec![web, status_row("lab/c1", false)],
-        }));
+    fn status_fits_120_columns_and_wide_has_everything() {
+        let id = "0123456789abcdef".repeat(4);
+        let mut rows = Vec::new();
+        for (i, name) in ["web", "a-container-name-much-longer-than-twenty", "db"]
+            .iter()
+            .enumerate()
+        {
+            let mut r = status_row(&format!("machine.slice/libpod-{id}{i}.scope"), i == 2);
+            r.container = Some((*name).to_owned());
+            r.source = Some(WeightSource::Label {
+                label: "memweight.weight".into(),
+                container: (*name).to_owned(),
+            });
+            r.weight = 10_000;
+            r.usage = (1023 << 20) | 0xf_ffff;
+            r.exceed = -((1023 << 20) | 0xf_ffff);
+            r.psi_some_avg10 = Some(100.0);
+            r.state = "pending".into();
+            rows.push(r);
+        }
+        let mut plain = status_row(
+            "system.slice/a-service-with-a-very-long-unit-name-indeed.service",
+            false,
+        );
+        plain.high = Some(9_999 << 30);
+        rows.push(plain);
+        let status = status_of(rows);
+        let text = table(&Reply::Status(status.clone()));
+        for line in text.lines() {
+            let n = line.chars().count();
+            assert!(n <= STATUS_WIDTH, "{n} > 120: {line}\n{text}");
+        }
         let lines: Vec<&str> = text.lines().collect();
-        assert!(lines[4].starts_with("CGROUP"), "{text}");
-        assert!(lines[4].contains(" CONTAINER "), "{text}");
         assert!(
-            lines[5].contains(" web ") && lines[5].contains(" 3+ "),
+            lines[5].starts_with("web   ") && lines[5].contains(" 10000+ "),
             "{text}"
         );
-        assert!(
-            lines[6].contains(" - ") && lines[6].contains(" 3 "),
-            "{text}"
-        );
+        assert!(lines[6].starts_with("a-containe…an-twenty "), "{text}");
+        assert!(lines[7].contains(" 10000* "), "{text}");
+        assert!(lines[8].starts_with("a-service-…d.service "), "{text}");
+        assert!(lines[8].ends_with(".service"), "{text}");
         assert!(text.contains("+ weight from the container's"), "{text}");
+
+        let wide = status_wide(&status, NOTHING_MANAGED);
+        let header = wide.lines().nth(4).expect("header");
+        for col in [
+            "NAME",
+            "CGROUP",
+            "CONTAINER",
+            "WEIGHT",
+            "USAGE",
+            "EA",
+            "EX",
+            "TARGET",
+            "ENTITLEMENT",
+            "FLOOR",
+            "CEILING",
+            "HIGH",
+            "LOW",
+            "PSI-SOME",
+            "PSI-FULL",
+            "SWAP",
+            "STATE",
+            "REASON",
+        ] {
+            assert!(header.contains(col), "{col}: {wide}");
+        }
+        assert!(
+            wide.contains(&format!("machine.slice/libpod-{id}1.scope")),
+            "{wide}"
+        );
+        assert!(
+            wide.contains("a-container-name-much-longer-than-twenty"),
+            "{wide}"
+        );
+        assert!(wide.contains("1024 MiB"), "{wide}");
+    }
+
+    /// With short numbers and a few containers, the path has room to be shown whole (ids
+    /// shortened).
+    #[test]
+    fn status_shows_a_short_path_whole() {
+        let id = "ab".repeat(32);
+        let mut web = status_row(&format!("machine.slice/libpod-{id}.scope"), false);
+        web.container = Some("web".into());
+        let unnamed = status_row(
+            &format!("machine.slice/libpod-{}.scope", "cd".repeat(32)),
+            false,
+        );
+        let text = table(&Reply::Status(status_of(vec![web.clone()])));
+        assert!(
+            text.lines().nth(5).is_some_and(|l| l.starts_with("web ")
+                && l.ends_with(" machine.slice/libpod-abababababab.scope")),
+            "{text}"
+        );
+        let text = table(&Reply::Status(status_of(vec![web, unnamed])));
+        assert!(
+            text.lines().nth(6).is_some_and(
+                |l| l.starts_with("cdcdcdcdcdcd ") && l.ends_with("/libpod-cdcdcdcdcdcd.scope")
+            ),
+            "a container the engine has not named yet shows its id: {text}"
+        );
+    }
+
+    #[test]
+    fn short_sizes_stay_within_six_characters() {
+        for (n, want) in [
+            (0, "0B"),
+            (1023, "1023B"),
+            (1024, "1.0Ki"),
+            (512 << 10, "512Ki"),
+            (833 << 20, "833Mi"),
+            (1536 << 20, "1.5Gi"),
+            (2000 << 20, "2.0Gi"),
+            ((10 << 30) - 1, "10Gi"),
+            ((1 << 30) - 1, "1024Mi"),
+            (u64::MAX, "16Ei"),
+        ] {
+            assert_eq!(short_bytes(n), want, "{n}");
+        }
+        for shift in 0..64 {
+            let p = 1_u64 << shift;
+            for n in [p, p - 1, p | (p / 2)] {
+                assert!(short_bytes(n).len() <= 6, "{n}: {}", short_bytes(n));
+            }
+        }
+        assert_eq!(short_signed(-(10 << 20)), "-10Mi");
+    }
+
+    #[test]
+    fn ids_are_shortened_and_long_text_elided_in_the_middle() {
+        let id = "f".repeat(64);
+        assert_eq!(
+            shorten_ids(&format!("machine.slice/libpod-{id}.scope")),
+            "machine.slice/libpod-ffffffffffff.scope"
+        );
+        assert_eq!(
+            shorten_ids("system.slice/db.service"),
+            "system.slice/db.service"
+        );
+        assert_eq!(fit_path("lab/c1", 12), "lab/c1");
+        assert_eq!(
+            fit_path(&format!("machine.slice/libpod-{id}.scope"), 30),
+            "…/libpod-ffffffffffff.scope"
+        );
+        assert_eq!(fit_path("a/b/c/d/eeeeee", 9), "…/eeeeee");
+        assert_eq!(fit_path("a/b/c/d/eeeeeeeeee", 9), "a/b/…eeee");
+        assert_eq!(elide("abcdefghij", 10), "abcdefghij");
+        assert_eq!(elide("abcdefghij", 5), "ab…ij");
+        assert_eq!(elide("abcdefghij", 1), "…");
+        assert_eq!(elide("abcdefghij", 0), "");
+        assert_eq!(elide("äöüäöüäöü", 4), "äö…ü");
+    }
+
+    fn named(path: &str, container: Option<&str>) -> CgroupStatus {
+        let mut r = status_row(path, false);
+        r.container = container.map(str::to_owned);
+        r
+    }
+
+    #[test]
+    fn filters_by_name_glob_or_path() {
+        let id = "ab".repeat(32);
+        let web = named(&format!("machine.slice/libpod-{id}.scope"), Some("web"));
+        let web2 = named("machine.slice/libpod-cd.scope", Some("web-2"));
+        let db = named("system.slice/db.service", None);
+        let rows = [&web, &web2, &db];
+        let shown = |patterns: &[&str]| -> Vec<String> {
+            let given: Vec<String> = patterns.iter().map(|p| (*p).to_owned()).collect();
+            let f = Filter::new(&given).expect("valid filter");
+            rows.iter()
+                .filter(|c| f.matches(c))
+                .map(|c| display_name(c))
+                .collect()
+        };
+        assert_eq!(shown(&[]), ["web", "web-2", "db.service"]);
+        assert_eq!(shown(&["web"]), ["web"]);
+        assert_eq!(shown(&["web*"]), ["web", "web-2"]);
+        assert_eq!(shown(&["db.service"]), ["db.service"]);
+        assert_eq!(shown(&["*.service", "web-2"]), ["web-2", "db.service"]);
+        assert_eq!(shown(&["machine.slice/*"]), ["web", "web-2"]);
+        assert_eq!(
+            shown(&["/sys/fs/cgroup/system.slice/db.service"]),
+            ["db.service"]
+        );
+        assert_eq!(shown(&["system.slice/db.service/"]), ["db.service"]);
+        assert_eq!(shown(&[&format!("libpod-{id}.scope")]), ["web"]);
+        let unnamed = named(
+            &format!("machine.slice/libpod-{}.scope", "ef".repeat(32)),
+            None,
+        );
+        let f = Filter::new(&["efefefefefef".to_owned()]).expect("valid");
+        assert!(
+            f.matches(&unnamed),
+            "the short id shown as its name matches"
+        );
+        assert_eq!(shown(&["*/db.service"]), ["db.service"]);
+        assert!(shown(&["machine.slice"]).is_empty(), "a name is not a path");
+        assert!(shown(&["*"]).len() == 3);
+        assert!(shown(&["nothing"]).is_empty());
+        assert!(shown(&["/sys/fs/cgroupX/system.slice/db.service"]).is_empty());
+        for bad in ["[", "", "/", "/sys/fs/cgroup/"] {
+            let f = Filter::new(&[bad.to_owned()]).expect_err(bad);
+            assert_eq!(f.code, exit::BAD_INPUT, "{bad}");
+            assert!(
+                f.message.starts_with(&format!("filter {bad:?}")),
+                "{}",
+                f.message
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_filtered_status_says_so() {
+        let s = status_of(Vec::new());
+        let text = status_text(&s, OutputFormat::Table, &["web*".to_owned()]).expect("renders");
+        assert!(text.contains("no managed cgroup matches web*"), "{text}");
+        let text = status_text(&s, OutputFormat::Wide, &[]).expect("renders");
+        assert!(text.contains("no cgroups are managed"), "{text}");
+        let text = status_text(&s, OutputFormat::Json, &["web*".to_owned()]).expect("renders");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(v["cgroups"], serde_json::json!([]));
+    }
+
+    #[test]
+    fn version_lines_name_both_sides() {
+        let client = ctl::Version {
+            program: "memweightctl".into(),
+            version: "0.2.0".into(),
+            protocol: 1,
+        };
+        let g = Global {
+            output: OutputFormat::Table,
+            socket: "/run/memweight/memweightd.sock".into(),
+            wait: Duration::ZERO,
+        };
+        let daemon = ctl::Version {
+            program: "memweightd".into(),
+            version: "0.1.0".into(),
+            protocol: 1,
+        };
+        let text = version_text(&client, &Daemon::Known(daemon.clone()), &g);
+        assert_eq!(
+            text,
+            "client: memweightctl 0.2.0 (control protocol 1)\n\
+             daemon: memweightd 0.1.0 (control protocol 1) at /run/memweight/memweightd.sock\n\
+             note: the versions differ; install memweightd and memweightctl from the same build\n"
+        );
+        let text = version_text(&client, &Daemon::Older, &g);
+        assert!(
+            text.contains("daemon: memweightd older than this memweightctl"),
+            "{text}"
+        );
+        let v = version_json(&client, &Daemon::Known(daemon));
+        assert_eq!(v["client"]["version"], "0.2.0");
+        assert_eq!(v["daemon"]["version"], "0.1.0");
+        let v = version_json(&client, &Daemon::Older);
+        assert!(v["daemon"].is_null());
+        assert!(
+            v["daemon_note"]
+                .as_str()
+                .is_some_and(|n| n.contains("older")),
+            "{v}"
+        );
     }
 
     #[test]

@@ -7,6 +7,9 @@ pub(crate) struct Table {
 }
 
 impl Table {
+    /// Spaces between two columns.
+    pub const GAP: usize = 3;
+
     /// A table with the given column headers.
     pub fn new(headers: &[&str]) -> Self {
         Self {
@@ -19,8 +22,8 @@ impl Table {
         self.rows.push(cells);
     }
 
-    /// Renders with every column as wide as its widest cell (in chars); no trailing spaces.
-    pub fn render(&self) -> String {
+    /// Each column's width: its widest cell, in chars.
+    fn widths(&self) -> Vec<usize> {
         let columns = self.rows.iter().map(Vec::len).max().unwrap_or(0);
         let mut widths = vec![0; columns];
         for row in &self.rows {
@@ -28,12 +31,24 @@ impl Table {
                 *w = (*w).max(cell.chars().count());
             }
         }
+        widths
+    }
+
+    /// The width of the table as rendered, in chars: the columns and the gaps between them.
+    pub fn width(&self) -> usize {
+        let widths = self.widths();
+        widths.iter().sum::<usize>() + Self::GAP * widths.len().saturating_sub(1)
+    }
+
+    /// Renders with every column as wide as its widest cell (in chars); no trailing spaces.
+    pub fn render(&self) -> String {
+        let widths = self.widths();
         let mut out = String::new();
         for row in &self.rows {
             let mut line = String::new();
             for (i, cell) in row.iter().enumerate() {
                 if i > 0 {
-                    line.push_str("   ");
+                    line.extend(std::iter::repeat_n(' ', Self::GAP));
                 }
                 line.push_str(cell);
                 let pad = widths[i].saturating_sub(cell.chars().count());
@@ -59,5 +74,6 @@ mod tests {
             t.render(),
             "NAME          SIZE\na-long-name   1 B\nb             1023 MiB\n"
         );
+        assert_eq!(t.width(), "a-long-name   1023 MiB".len());
     }
 }

@@ -141,13 +141,18 @@ fn stdin_and_table_output() {
     );
 }
 
+/// A pipe keeps the table (no silent switch to JSON); `-o json` before the subcommand works.
 #[test]
-fn piped_output_defaults_to_json() {
-    let out = ctl(
-        &["plan", "-"],
-        r#"{"capacity": 10, "cgroups": [{"name": "a", "usage": 4}]}"#,
+fn piped_output_stays_a_table_and_global_o_json_works() {
+    let input = r#"{"capacity": 10, "cgroups": [{"name": "a", "usage": 4}]}"#;
+    let out = ctl(&["plan", "-"], input);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        serde_json::from_str::<Value>(&text).is_err() && text.contains("NAME"),
+        "{text}"
     );
-    let v = json_of(&out);
+    let v = json_of(&ctl(&["-o", "json", "plan", "-"], input));
     assert_eq!(v["pressure"], false);
     assert_eq!(v["cgroups"][0]["reason"], "no pressure");
     assert_eq!(v["cgroups"][0]["weight"], 100);

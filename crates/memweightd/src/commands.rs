@@ -4,14 +4,14 @@
 //! as a [`Call`]; the loop calls [`answer`] between ticks, and [`handle`] carries the command out
 //! on the [`Controller`]: `set`/`unset` change runtime overrides, `get` and `explain` read the
 //! settings and the last report, `reload` re-reads the configuration (SIGHUP calls [`reload`]
-//! too). Everything here is synchronous and short; tests call [`handle`] and [`answer`] on a
+//! too), `version` names this build ([`version`]; the desk answers it without the loop). Everything here is synchronous and short; tests call [`handle`] and [`answer`] on a
 //! controller over a fake cgroup tree, the same functions `main` calls.
 
 use std::path::Path;
 
 use memweight_proto::ctl::{
     self, Command, ErrorKind, ErrorReply, Explanation, Outcome, Reloaded, Reply, Setting, Status,
-    Values, WeightSource,
+    Values, Version, WeightSource,
 };
 use tracing::{info, warn};
 
@@ -101,8 +101,19 @@ pub fn handle(ctl: &mut Controller, command: Command, config_path: &Path) -> Out
             })))
         }),
         Command::Reload => reload(ctl, config_path).map(Reply::Reloaded),
+        Command::Version => Ok(Reply::Version(version())),
     };
     result.into()
+}
+
+/// This daemon's build: its package version and the control protocol it speaks.
+#[must_use]
+pub fn version() -> Version {
+    Version {
+        program: "memweightd".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        protocol: ctl::PROTOCOL_VERSION,
+    }
 }
 
 /// Re-reads the configuration file; on any error the old configuration stays.

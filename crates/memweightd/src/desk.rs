@@ -4,9 +4,10 @@
 //! The loop handles commands between ticks only, and a first tick that adopts thousands of
 //! cgroups can take seconds. `status` needs nothing but the last tick's report, which the loop
 //! publishes after every tick (the same [`Snapshot`] `/metrics` reads), so the desk answers it
-//! from there at once. Every other command (`set`, `unset`, `get`, `explain`, `reload`) reads
-//! or changes the [`crate::controller::Controller`] and goes on to the loop, which stays the
-//! one owner of state. Before the first report exists the desk answers `status` itself with
+//! from there at once; `version` needs no state at all and is answered here too. Every other
+//! command (`set`, `unset`, `get`, `explain`, `reload`) reads or changes the
+//! [`crate::controller::Controller`] and goes on to the loop, which stays the one owner of
+//! state. Before the first report exists the desk answers `status` itself with
 //! "not ready", so that a first tick adopting thousands of cgroups never holds a client.
 
 use memweight_proto::ctl::{Command, ErrorReply, Outcome, Reply, Status};
@@ -27,6 +28,11 @@ pub async fn serve(mut calls: mpsc::Receiver<Call>, to_loop: mpsc::Sender<Call>,
             }
             (Command::Status, None) => {
                 let _ = call.reply.send(Outcome::Error(ErrorReply::not_ready()));
+            }
+            (Command::Version, _) => {
+                let _ = call
+                    .reply
+                    .send(Outcome::Ok(Reply::Version(crate::commands::version())));
             }
             _ => {
                 // Queued on its own task, so that a busy loop never holds up the next status.
@@ -114,7 +120,20 @@ mod tests {
         tokio::spawn(serve(calls, to_loop, snaps));
 
         // Before the first report the desk says "not ready" itself: the first tick is the
-        // long one.
+        // long one. `version` needs no report.
+        let version =
+            tokio::time::timeout(Duration::from_secs(2), ask(&front, Command::Version).await)
+                .await
+                .expect("version answers at once")
+                .expect("answered");
+        match version {
+            Outcome::Ok(Reply::Version(v)) => {
+                assert_eq!(v.program, "memweightd");
+                assert_eq!(v.version, env!("CARGO_PKG_VERSION"));
+                assert_eq!(v.protocol, memweight_proto::ctl::PROTOCOL_VERSION);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
         let early =
             tokio::time::timeout(Duration::from_secs(2), ask(&front, Command::Status).await)
                 .await

@@ -267,7 +267,10 @@ async fn run(
                 info!("{which}: restoring original limits");
                 break;
             }
-            Some(call) = calls.recv() => {
+            // Not before the first tick: a request that socket activation started the daemon
+            // for would otherwise find nothing managed yet (`set`: "no such cgroup"). It waits
+            // in the channel, bounded by the socket's loop timeout.
+            Some(call) = calls.recv(), if ready => {
                 // A call whose client stopped waiting is dropped, not carried out late.
                 commands::answer(&mut ctl, call, &config_path);
                 retime(ctl.config().tick.0, &mut tick, &mut interval);

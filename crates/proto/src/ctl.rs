@@ -93,6 +93,9 @@ pub enum Command {
     },
     /// Re-read the configuration file (like SIGHUP).
     Reload,
+    /// The daemon's version. A daemon that predates this request refuses it as malformed
+    /// (`unknown variant`): see [`ErrorReply::is_unknown_command`].
+    Version,
 }
 
 impl Command {
@@ -104,7 +107,7 @@ impl Command {
             | Command::Unset { cgroup }
             | Command::Get { cgroup }
             | Command::Explain { cgroup } => Some(cgroup),
-            Command::Status | Command::Reload => None,
+            Command::Status | Command::Reload | Command::Version => None,
         }
     }
 
@@ -197,6 +200,19 @@ pub enum Reply {
     Explain(Box<Explanation>),
     /// `reload`.
     Reloaded(Reloaded),
+    /// `version`.
+    Version(Version),
+}
+
+/// `version`: which build of the daemon answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Version {
+    /// The program, `memweightd`.
+    pub program: String,
+    /// Its package version, e.g. `0.1.0`.
+    pub version: String,
+    /// The [`PROTOCOL_VERSION`] it speaks.
+    pub protocol: u32,
 }
 
 /// Weight, floor and ceiling as configured, as overridden, and in effect.
@@ -598,6 +614,13 @@ impl ErrorReply {
         }
     }
 
+    /// Whether this is how a daemon refuses a command it does not know (one older than the
+    /// command): a malformed request naming an `unknown variant`.
+    #[must_use]
+    pub fn is_unknown_command(&self) -> bool {
+        self.kind == ErrorKind::BadRequest && self.message.contains("unknown variant")
+    }
+
     /// The answer before the daemon's first tick has completed.
     #[must_use]
     pub fn not_ready() -> Self {
@@ -735,6 +758,7 @@ mod tests {
             Command::Status,
             Command::Explain { cgroup: "x".into() },
             Command::Reload,
+            Command::Version,
         ] {
             let line = Request::new(cmd.clone()).to_line();
             assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'));
@@ -949,6 +973,11 @@ mod tests {
                 rules: 3,
                 overrides_kept: 1,
             }),
+            Reply::Version(Version {
+                program: "memweightd".into(),
+                version: "0.1.0".into(),
+                protocol: PROTOCOL_VERSION,
+            }),
         ];
         for r in replies {
             let line = Response::new(Outcome::Ok(r.clone())).to_line();
@@ -1081,5 +1110,19 @@ mod tests {
         );
         let back: CgroupStatus = serde_json::from_str(&json).expect("parse");
         assert_eq!(back, row);
+    }
+
+    /// `version` on the wire, and how a daemon from before it refuses it: the same
+    /// `malformed request: unknown variant` this side's own parser gives, which the client
+    /// recognises instead of reporting a bad request.
+    #[test]
+    fn version_request_and_an_old_daemons_refusal() {
+        let line = Request::new(Command::Version).to_line();
+        assert_eq!(line, "{\"version\":1,\"command\":{\"op\":\"version\"}}\n");
+        let old = parse_request("{\"version\":1,\"command\":{\"op\":\"frobnicate\"}}")
+            .expect_err("unknown op");
+        assert!(old.is_unknown_command(), "{old:?}");
+        assert!(!ErrorReply::new(ErrorKind::BadRequest, "weight must be ...").is_unknown_command());
+        assert!(!ErrorReply::not_ready().is_unknown_command());
     }
 }
