@@ -5,8 +5,8 @@
 //! Everything here shells out to the real tools (podman, systemctl, systemd-run, journalctl):
 //! the point of the host guest is to exercise them, not to imitate them.
 
-use std::fmt::Write as _;
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -345,9 +345,13 @@ pub fn registry(snapshot: Option<&Snapshot>, metrics: &Metrics) -> Registry {
     );
     b.counter(
         "errors",
-        "Errors reading or writing cgroup files, by kind.",
+        "Errors reading cgroup files, writing limits, and writing original limits back (restore), by kind.",
         "kind",
-        &[("read", c.read_errors), ("write", c.write_errors)],
+        &[
+            ("read", c.read_errors),
+            ("write", c.write_errors),
+            ("restore", c.restore_errors),
+        ],
     );
     b.counter(
         "reclaim_requested_bytes",
@@ -404,6 +408,11 @@ pub fn registry(snapshot: Option<&Snapshot>, metrics: &Metrics) -> Registry {
         "cgroup_target_bytes",
         "Water-filled target.",
         &rows(&|c| Some(saturating_i64(c.target))),
+    );
+    b.per_cgroup(
+        "cgroup_floor_bytes",
+        "Floor: memory.high never goes below it (configured min, swap-backed memory swap cannot take, min_floor).",
+        &rows(&|c| Some(saturating_i64(c.floor))),
     );
     b.per_cgroup(
         "cgroup_entitlement_bytes",
