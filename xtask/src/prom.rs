@@ -71,7 +71,10 @@ impl Server {
         let log = fs::File::create(dir.join("prometheus.log")).context("prometheus.log")?;
         let child = Command::new("prometheus")
             .arg(format!("--config.file={}", conf.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
             .arg(format!("--web.listen-address=127.0.0.1:{api}"))
             .arg("--log.level=warn")
             .stdin(Stdio::null())
@@ -266,11 +269,7 @@ fn fail(check: &str, detail: String) -> Outcome {
 
 /// Whether the alert fired in its window and never in its quiet one (`firing`: scenario
 /// seconds of the samples where it was firing).
-fn judge_alert(
-    check: &str,
-    a: &lab_agent::scenario::AlertSpec,
-    firing: &[f64],
-) -> Outcome {
+fn judge_alert(check: &str, a: &lab_agent::scenario::AlertSpec, firing: &[f64]) -> Outcome {
     #[allow(clippy::cast_precision_loss)] // Seconds.
     let within = |t: f64, from: u64, until: u64| t >= from as f64 && t <= until as f64;
     let first = firing
@@ -352,7 +351,10 @@ fn series_read(expr: &str) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
     let mut start = None;
-    for (i, c) in expr.char_indices().chain(std::iter::once((expr.len(), ' '))) {
+    for (i, c) in expr
+        .char_indices()
+        .chain(std::iter::once((expr.len(), ' ')))
+    {
         match (start, ident(c)) {
             (None, true) => start = Some(i),
             (Some(s), false) => {
@@ -416,10 +418,16 @@ mod tests {
 
     #[test]
     fn config_scrapes_only_the_forward_on_loopback() {
-        let c = config(40123, Path::new("/repo/deploy/prometheus/memweight.rules.yml"));
+        let c = config(
+            40123,
+            Path::new("/repo/deploy/prometheus/memweight.rules.yml"),
+        );
         assert!(c.contains("targets: [\"127.0.0.1:40123\"]"), "{c}");
         assert!(c.contains("job_name: memweight"), "{c}");
-        assert!(c.contains("  - /repo/deploy/prometheus/memweight.rules.yml\n"), "{c}");
+        assert!(
+            c.contains("  - /repo/deploy/prometheus/memweight.rules.yml\n"),
+            "{c}"
+        );
         assert!(c.contains("evaluation_interval: 2s"), "{c}");
     }
 
@@ -469,7 +477,10 @@ mod tests {
         };
         assert!(judge_alert("x", &a, &[10.0, 280.0, 282.0]).pass);
         assert!(!judge_alert("x", &a, &[]).pass, "never fired");
-        assert!(!judge_alert("x", &a, &[150.0, 280.0]).pass, "fired while up");
+        assert!(
+            !judge_alert("x", &a, &[150.0, 280.0]).pass,
+            "fired while up"
+        );
         assert!(!judge_alert("x", &a, &[300.0]).pass, "too late");
     }
 }

@@ -494,7 +494,9 @@ fn execute(
                 disk: disk.as_ref().map(|(image, _)| image.clone()),
                 console2: host.then(|| out.join("kernel.log")),
                 qmp: host.then(|| qmp_path.clone()),
-                hostfwd: prometheus.as_ref().map(|p| (p.scrape_port(), p.guest_port())),
+                hostfwd: prometheus
+                    .as_ref()
+                    .map(|p| (p.scrape_port(), p.guest_port())),
             },
             |line| {
                 if let Some(progress) = decoder.feed(line) {

@@ -598,7 +598,10 @@ impl Scenario {
             }
             for a in &p.alerts {
                 if a.fires_from > a.fires_until || a.quiet_from > a.quiet_until {
-                    return bad(format!("[[prometheus.alert]] {}: a window ends before it starts", a.name));
+                    return bad(format!(
+                        "[[prometheus.alert]] {}: a window ends before it starts",
+                        a.name
+                    ));
                 }
             }
         }
