@@ -24,6 +24,7 @@ mod hostimg;
 mod initramfs;
 mod kernel;
 mod plot;
+mod prom;
 mod qmp;
 mod results;
 mod run;

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Component, Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 use lab_agent::scenario::{Guest, Kernel, Scenario};
@@ -12,7 +12,7 @@ use crate::checks::{self, Outcome};
 use crate::kernel::{self, KernelFiles};
 use crate::results::{Decoder, Results};
 use crate::summary::{self, Summary};
-use crate::{deps, guest, hostimg, initramfs, plot, qmp, vm};
+use crate::{deps, guest, hostimg, initramfs, plot, prom, qmp, vm};
 
 /// CI must finish within this; `lab test` warns when it does not.
 const CI_BUDGET: Duration = Duration::from_secs(1500);
@@ -486,10 +486,18 @@ fn execute(
         timeout.as_secs()
     );
     let tag = format!("[{k} {name}]");
+    // Started before the boot so that it scrapes from the first second; killed when dropped.
+    let prometheus = match (&scenario.prometheus, host) {
+        (Some(spec), true) => Some(prom::Server::start(&workspace(), spec, &prom::dir(out))?),
+        _ => None,
+    };
+    // The host's Unix time at the guest's second 0, from the latest sample (for alert times).
+    let mut offset: Option<f64> = None;
     let mut attempt = 1;
     let (outcome, decoder, balloon) = loop {
         let mut balloon = BalloonDriver::new(scenario, &qmp_path);
         let mut decoder = Decoder::default();
+        let mut last_t = f64::NAN;
         let outcome = vm::boot(
             &vm::Boot {
                 kernel: kf.vmlinuz.clone(),
@@ -502,6 +510,9 @@ fn execute(
                 disk: disk.as_ref().map(|(image, _)| image.clone()),
                 console2: host.then(|| out.join("kernel.log")),
                 qmp: host.then(|| qmp_path.clone()),
+                hostfwd: prometheus
+                    .as_ref()
+                    .map(|p| (p.scrape_port(), p.guest_port())),
             },
             |line| {
                 if let Some(progress) = decoder.feed(line) {
@@ -509,6 +520,13 @@ fn execute(
                 }
                 if let Some(t) = decoder.last_sample_t() {
                     balloon.at(t);
+                    if t != last_t {
+                        last_t = t;
+                        offset = SystemTime::now()
+                            .duration_since(UNIX_EPOCH)
+                            .ok()
+                            .map(|d| d.as_secs_f64() - t);
+                    }
                 }
             },
         )?;
@@ -569,6 +587,10 @@ fn execute(
     };
     let mut checks = checks::evaluate(scenario, &results, &summary, &baseline);
     checks.extend(checks::promtool_scrapes(&out.join("commands")));
+    if let (Some(server), Some(spec)) = (&prometheus, &scenario.prometheus) {
+        checks.extend(server.judge(&workspace(), spec, offset, &prom::dir(out)));
+    }
+    drop(prometheus);
     let mut json = serde_json::to_value(&summary).context("cannot serialise the summary")?;
     if let Some(obj) = json.as_object_mut() {
         obj.insert(

@@ -33,6 +33,10 @@ pub struct Boot {
     pub console2: Option<PathBuf>,
     /// Host guest: a virtio-balloon device and a QMP socket at this path.
     pub qmp: Option<PathBuf>,
+    /// `(host port, guest port)`: a virtio-net NIC on QEMU's user-mode network with
+    /// `restrict=on` (the guest reaches nothing outside) and one TCP forward from the host's
+    /// `127.0.0.1:host port` to the guest's `guest port` (the lab's Prometheus scrapes it).
+    pub hostfwd: Option<(u16, u16)>,
 }
 
 /// How the boot ended.
@@ -84,6 +88,9 @@ pub fn boot(spec: &Boot, mut on_line: impl FnMut(&str)) -> Result<Outcome> {
         cmd.args(["-device", "virtio-balloon-pci"])
             .arg("-qmp")
             .arg(format!("unix:{},server=on,wait=off", qmp.display()));
+    }
+    if let Some((host, guest)) = spec.hostfwd {
+        cmd.arg("-nic").arg(nic(host, guest));
     }
     let mut child = cmd
         .arg("-m")
@@ -175,6 +182,11 @@ pub fn boot(spec: &Boot, mut on_line: impl FnMut(&str)) -> Result<Outcome> {
     })
 }
 
+/// The `-nic` argument of [`Boot::hostfwd`]: only the host's loopback is forwarded.
+fn nic(host: u16, guest: u16) -> String {
+    format!("user,model=virtio-net-pci,restrict=on,hostfwd=tcp:127.0.0.1:{host}-:{guest}")
+}
+
 fn split_lines(mut src: impl Read, tx: &mpsc::Sender<String>) {
     let mut buf = [0u8; 8192];
     let mut pending: Vec<u8> = Vec::new();
@@ -204,6 +216,14 @@ fn split_lines(mut src: impl Read, tx: &mpsc::Sender<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_forward_listens_on_loopback_and_the_guest_reaches_nothing() {
+        assert_eq!(
+            nic(40123, 9751),
+            "user,model=virtio-net-pci,restrict=on,hostfwd=tcp:127.0.0.1:40123-:9751"
+        );
+    }
 
     #[test]
     fn splits_crlf_lines_and_keeps_the_tail() {

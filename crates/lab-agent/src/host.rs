@@ -6,6 +6,7 @@
 //! the point of the host guest is to exercise them, not to imitate them.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -233,21 +234,99 @@ pub fn wait_zram_swap(limit: Duration) -> Result<()> {
     }
 }
 
-/// memweightd's and its socket's journal.
+/// memweightd's and its socket's journal, one line per entry with its level and fields
+/// ([`render_journal`]).
 pub fn journal() -> String {
-    output_within(
+    render_journal(&output_within(
         Duration::from_secs(60),
         "journalctl",
         &[
             "--no-pager",
             "-o",
-            "short-monotonic",
+            "json",
             "-u",
             "memweightd.service",
             "-u",
             "memweightd.socket",
         ],
-    )
+    ))
+}
+
+/// Journal fields every entry has or that say where it came from: not shown as `key=value`.
+const STANDARD_FIELDS: &[&str] = &[
+    "MESSAGE",
+    "PRIORITY",
+    "SYSLOG_IDENTIFIER",
+    "SYSLOG_FACILITY",
+    "SYSLOG_PID",
+    "SYSLOG_TIMESTAMP",
+    "CODE_FILE",
+    "CODE_LINE",
+    "CODE_FUNC",
+    "TARGET",
+    "MESSAGE_ID",
+    "INVOCATION_ID",
+    "UNIT",
+    "USER_UNIT",
+    "JOB_ID",
+    "JOB_TYPE",
+    "JOB_RESULT",
+    "TID",
+];
+
+/// `journalctl -o json` as text: `[monotonic s] identifier[pid]: LEVEL message key=value…`,
+/// LEVEL from `PRIORITY` (ERROR ≤ 3, WARN 4, INFO 5–6, DEBUG 7) and the entry's own fields
+/// (memweightd's tracing fields: `cgroup`, `container`, …) lower-cased after the message. The
+/// `daemon-log-clean` check reads the level. Lines that are not JSON are kept as they are.
+#[must_use]
+pub fn render_journal(json_lines: &str) -> String {
+    let mut out = String::new();
+    for line in json_lines.lines() {
+        let Ok(serde_json::Value::Object(e)) = serde_json::from_str::<serde_json::Value>(line)
+        else {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        };
+        let text = |k: &str| match e.get(k) {
+            Some(serde_json::Value::String(s)) => Some(s.clone()),
+            Some(serde_json::Value::Array(_)) => Some("[binary]".to_owned()),
+            _ => None,
+        };
+        let mono = text("__MONOTONIC_TIMESTAMP")
+            .and_then(|t| t.parse::<u64>().ok())
+            .unwrap_or(0);
+        let level = match text("PRIORITY").and_then(|p| p.parse::<u8>().ok()) {
+            Some(0..=3) => "ERROR",
+            Some(4) => "WARN",
+            Some(7) => "DEBUG",
+            _ => "INFO",
+        };
+        let ident = text("SYSLOG_IDENTIFIER")
+            .or_else(|| text("_COMM"))
+            .unwrap_or_default();
+        let pid = text("_PID").unwrap_or_default();
+        let _ = write!(
+            out,
+            "[{:>6}.{:06}] {ident}[{pid}]: {level} {}",
+            mono / 1_000_000,
+            mono % 1_000_000,
+            text("MESSAGE").unwrap_or_default()
+        );
+        for k in e.keys() {
+            if k.starts_with('_') || STANDARD_FIELDS.contains(&k.as_str()) {
+                continue;
+            }
+            let _ = write!(
+                out,
+                " {}={}",
+                k.to_ascii_lowercase(),
+                text(k).unwrap_or_default().escape_debug()
+            );
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// The environment variable a command sees a scenario cgroup's directory in:
@@ -267,6 +346,29 @@ pub fn cgroup_env_name(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn journal_entries_keep_their_level_and_fields() {
+        let json = concat!(
+            r#"{"__MONOTONIC_TIMESTAMP":"75123456","PRIORITY":"4","SYSLOG_IDENTIFIER":"memweightd","_PID":"812","MESSAGE":"ignoring an invalid container label","CONTAINER":"web\nx","CGROUP":"machine.slice/a.scope","CODE_LINE":"12"}"#,
+            "\n",
+            r#"{"__MONOTONIC_TIMESTAMP":"76000000","PRIORITY":"3","SYSLOG_IDENTIFIER":"memweightd","_PID":"812","MESSAGE":"write failed"}"#,
+            "\n",
+            r#"{"__MONOTONIC_TIMESTAMP":"77000000","PRIORITY":"6","_COMM":"systemd","_PID":"1","MESSAGE":"Started memweightd.service."}"#,
+            "\n-- No entries --\n"
+        );
+        let text = render_journal(json);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            vec![
+                r"[    75.123456] memweightd[812]: WARN ignoring an invalid container label cgroup=machine.slice/a.scope container=web\nx",
+                "[    76.000000] memweightd[812]: ERROR write failed",
+                "[    77.000000] systemd[1]: INFO Started memweightd.service.",
+                "-- No entries --",
+            ]
+        );
+    }
 
     #[test]
     fn podman_argv_mounts_the_workload_and_labels() {

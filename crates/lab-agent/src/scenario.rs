@@ -227,6 +227,46 @@ pub struct Scenario {
     /// Assertions evaluated by the host on the results.
     #[serde(default, rename = "check")]
     pub checks: Vec<Check>,
+    /// A Prometheus server on the lab host that scrapes the host guest's daemon during the
+    /// run (host guest only; see docs/lab.md, "Prometheus on the lab host").
+    #[serde(default)]
+    pub prometheus: Option<PrometheusSpec>,
+}
+
+/// `[prometheus]`: QEMU forwards a port on the host's loopback to `guest_port` in the guest
+/// (user-mode networking, `restrict=on`: the guest reaches nothing); a Prometheus on the host
+/// scrapes it every 2 s and evaluates `rules`; after the run every query of `dashboard` and
+/// every rule must return data, and each `[[prometheus.alert]]` must fire when it says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrometheusSpec {
+    /// The guest port the scrapes arrive at; a scenario command exposes the daemon's
+    /// loopback-only `/metrics` there.
+    pub guest_port: u16,
+    /// Alert rules file, relative to the repository.
+    pub rules: String,
+    /// Grafana dashboard JSON, relative to the repository.
+    pub dashboard: String,
+    /// Alerts that must fire (and stay quiet) in given windows.
+    #[serde(default, rename = "alert")]
+    pub alerts: Vec<AlertSpec>,
+}
+
+/// An alert that must be firing at some time in `[fires_from, fires_until]` (scenario
+/// seconds) and at no time in `[quiet_from, quiet_until]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertSpec {
+    /// `alertname`.
+    pub name: String,
+    /// Window in which it must fire.
+    pub fires_from: u64,
+    /// See `fires_from`.
+    pub fires_until: u64,
+    /// Window in which it must not fire.
+    pub quiet_from: u64,
+    /// See `quiet_from`.
+    pub quiet_until: u64,
 }
 
 /// One managed cgroup.
@@ -573,6 +613,22 @@ impl Scenario {
         }
         if self.ram.0 < (128 << 20) {
             return bad(format!("ram {} is below the 128M a guest needs", self.ram));
+        }
+        if let Some(p) = &self.prometheus {
+            if self.guest != Guest::Host {
+                return bad("[prometheus] needs guest = \"host\" (a network device)".into());
+            }
+            if p.guest_port == 0 {
+                return bad("[prometheus] guest_port must not be 0".into());
+            }
+            for a in &p.alerts {
+                if a.fires_from > a.fires_until || a.quiet_from > a.quiet_until {
+                    return bad(format!(
+                        "[[prometheus.alert]] {}: a window ends before it starts",
+                        a.name
+                    ));
+                }
+            }
         }
         if self.guest == Guest::Busybox {
             if !self.balloon.is_empty() {

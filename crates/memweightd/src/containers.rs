@@ -554,6 +554,7 @@ async fn refresh_loop(
                     containers,
                 };
                 snapshots.send_if_modified(|old| {
+                    log_changes(&old.containers, &snap.containers);
                     let changed = **old != snap;
                     if changed {
                         *old = Arc::new(snap);
@@ -578,6 +579,49 @@ async fn refresh_loop(
     }
 }
 
+/// A container that appeared in, or left, the engine's list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listing<'a> {
+    /// Newly listed (started, or first seen).
+    Listed(&'a Container),
+    /// No longer listed (stopped, removed).
+    Gone(&'a Container),
+}
+
+/// What changed between two lists, by id: each container once, gone ones first.
+#[must_use]
+pub fn listing_changes<'a>(
+    old: &'a BTreeMap<String, Container>,
+    new: &'a BTreeMap<String, Container>,
+) -> Vec<Listing<'a>> {
+    let gone = old
+        .iter()
+        .filter(|(id, _)| !new.contains_key(*id))
+        .map(|(_, c)| Listing::Gone(c));
+    let listed = new
+        .iter()
+        .filter(|(id, _)| !old.contains_key(*id))
+        .map(|(_, c)| Listing::Listed(c));
+    gone.chain(listed).collect()
+}
+
+/// One INFO entry per container that comes or goes, with `container` (the name: the journal's
+/// `CONTAINER=` field) and its short `id`.
+fn log_changes(old: &BTreeMap<String, Container>, new: &BTreeMap<String, Container>) {
+    for change in listing_changes(old, new) {
+        match change {
+            Listing::Listed(c) => info!(container = %c.name, id = short_id(&c.id),
+                labels = c.labels.len(), "container listed by the engine"),
+            Listing::Gone(c) => info!(container = %c.name, id = short_id(&c.id),
+                "container no longer listed by the engine"),
+        }
+    }
+}
+
+fn short_id(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
 fn clear(snapshots: &watch::Sender<Arc<Snapshot>>) {
     snapshots.send_if_modified(|old| {
         let changed = !old.containers.is_empty() || old.socket.is_some();
@@ -591,6 +635,28 @@ fn clear(snapshots: &watch::Sender<Arc<Snapshot>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listing_changes_name_each_container_that_came_or_went() {
+        let c = |id: &str, name: &str| Container {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            labels: BTreeMap::new(),
+        };
+        let list = |cs: &[Container]| -> BTreeMap<String, Container> {
+            cs.iter().map(|c| (c.id.clone(), c.clone())).collect()
+        };
+        let (a, b, d) = (c("aa", "db"), c("bb", "web"), c("dd", "cache"));
+        let old = list(&[a.clone(), b.clone()]);
+        let new = list(&[b.clone(), d.clone()]);
+        assert_eq!(
+            listing_changes(&old, &new),
+            vec![Listing::Gone(&a), Listing::Listed(&d)]
+        );
+        assert!(listing_changes(&new, &new).is_empty());
+        assert_eq!(short_id(ID), "0123456789ab");
+        assert_eq!(short_id("abc"), "abc");
+    }
 
     const ID: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 

@@ -158,6 +158,8 @@ pub struct Counters {
     pub write_errors: u64,
     /// Read errors.
     pub read_errors: u64,
+    /// Original limits that could not be written back (retried every tick).
+    pub restore_errors: u64,
     /// Cgroups adopted.
     pub adopted: u64,
     /// Cgroups released (restored) or vanished.
@@ -857,7 +859,7 @@ impl Controller {
                     "not restoring: the cgroup was removed and created again, so the recorded \
                      original is not its own; dropped"),
                 Restored::Failed(e) => {
-                    self.counters.write_errors += 1;
+                    self.counters.restore_errors += 1;
                     self.warn_once(&format!("restore:{path}"), || {
                         error!(cgroup = %path, error = %e,
                             "could not restore the original limits; keeping them recorded and \

@@ -26,6 +26,7 @@
 //!   `reload`, ...) on the controller's state.
 //! * [`desk`]: between the two: answers `status` from the last published report, so it
 //!   never waits for a tick; forwards everything else to the loop.
+//! * [`logging`]: native journal entries under systemd, one-line text on stderr otherwise.
 //! * [`metrics`]: the Prometheus endpoint, fed by snapshots the loop publishes.
 //! * [`resident`]: keeps the daemon's own memory locked in RAM.
 
@@ -36,6 +37,7 @@ pub mod containers;
 pub mod controller;
 pub mod decide;
 pub mod desk;
+pub mod logging;
 pub mod metrics;
 pub mod offline;
 pub mod resident;

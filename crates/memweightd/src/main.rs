@@ -2,7 +2,6 @@
 //!
 //! See `docs/configuration.md` for the config file and `docs/operations.md` for running it.
 
-use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -190,14 +189,7 @@ fn raise_nofile() {
 }
 
 fn init_logging(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
-        .with_target(false)
-        .init();
+    memweightd::logging::init(level);
 }
 
 async fn run(

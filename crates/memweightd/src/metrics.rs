@@ -183,24 +183,37 @@ impl Builder {
         self.registry.register(name, trim(help), f);
     }
 
-    fn per_cgroup(&mut self, name: &str, help: &str, rows: &[(String, i64)]) {
+    fn per_cgroup(&mut self, name: &str, help: &str, rows: &[(Labels, i64)]) {
         let f = Family::<Labels, Gauge>::default();
-        for (cg, v) in rows {
-            f.get_or_create(&vec![("cgroup".to_owned(), cg.clone())])
-                .set(*v);
+        for (labels, v) in rows {
+            f.get_or_create(labels).set(*v);
         }
         self.registry.register(name, trim(help), f);
     }
 
-    fn per_cgroup_f(&mut self, name: &str, help: &str, rows: &[(String, f64)]) {
+    fn per_cgroup_f(&mut self, name: &str, help: &str, rows: &[(Labels, f64)]) {
         let f = Family::<Labels, Gauge<f64, AtomicU64>>::default();
-        for (cg, v) in rows {
-            f.get_or_create(&vec![("cgroup".to_owned(), cg.clone())])
-                .set(*v);
+        for (labels, v) in rows {
+            f.get_or_create(labels).set(*v);
         }
         self.registry.register(name, trim(help), f);
     }
 }
+
+/// A cgroup's labels: `cgroup`, and `container` (its name) when the engine lists one.
+fn cgroup_labels(c: &crate::controller::CgroupReport) -> Labels {
+    let mut labels = vec![("cgroup".to_owned(), c.cgroup.clone())];
+    if let Some(name) = &c.container {
+        labels.push(("container".to_owned(), name.clone()));
+    }
+    labels
+}
+
+/// The daemon's version, and the git commit it was built from (`unknown` outside a git
+/// checkout; `MEMWEIGHT_GIT_COMMIT` at build time overrides it, see `build.rs`).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// See [`VERSION`].
+pub const COMMIT: &str = env!("MEMWEIGHT_GIT_COMMIT");
 
 /// Builds the registry for one scrape.
 #[must_use]
@@ -208,6 +221,17 @@ pub fn registry(snapshot: Option<&Snapshot>, metrics: &Metrics) -> Registry {
     let mut b = Builder {
         registry: Registry::with_prefix("memweight"),
     };
+    let info = Family::<Labels, Gauge>::default();
+    info.get_or_create(&vec![
+        ("version".to_owned(), VERSION.to_owned()),
+        ("commit".to_owned(), COMMIT.to_owned()),
+    ])
+    .set(1);
+    b.registry.register(
+        "build_info",
+        trim("Always 1; the labels say which memweightd runs (version, git commit)."),
+        info,
+    );
     b.registry.register(
         "tick_duration_seconds",
         "Duration of one control-loop tick (sample, compute, enforce)",
@@ -331,9 +355,13 @@ pub fn registry(snapshot: Option<&Snapshot>, metrics: &Metrics) -> Registry {
     );
     b.counter(
         "errors",
-        "Errors reading or writing cgroup files, by kind.",
+        "Errors reading cgroup files, writing limits, and writing original limits back (restore), by kind.",
         "kind",
-        &[("read", c.read_errors), ("write", c.write_errors)],
+        &[
+            ("read", c.read_errors),
+            ("write", c.write_errors),
+            ("restore", c.restore_errors),
+        ],
     );
     b.counter(
         "reclaim_requested_bytes",
@@ -348,17 +376,17 @@ pub fn registry(snapshot: Option<&Snapshot>, metrics: &Metrics) -> Registry {
         &[("adopted", c.adopted), ("released", c.released)],
     );
 
-    let rows = |f: &dyn Fn(&crate::controller::CgroupReport) -> Option<i64>| -> Vec<(String, i64)> {
+    let rows = |f: &dyn Fn(&crate::controller::CgroupReport) -> Option<i64>| -> Vec<(Labels, i64)> {
         r.cgroups
             .iter()
-            .filter_map(|c| f(c).map(|v| (c.cgroup.clone(), v)))
+            .filter_map(|c| f(c).map(|v| (cgroup_labels(c), v)))
             .collect()
     };
     let rows_f =
-        |f: &dyn Fn(&crate::controller::CgroupReport) -> Option<f64>| -> Vec<(String, f64)> {
+        |f: &dyn Fn(&crate::controller::CgroupReport) -> Option<f64>| -> Vec<(Labels, f64)> {
             r.cgroups
                 .iter()
-                .filter_map(|c| f(c).map(|v| (c.cgroup.clone(), v)))
+                .filter_map(|c| f(c).map(|v| (cgroup_labels(c), v)))
                 .collect()
         };
     b.per_cgroup(
@@ -390,6 +418,11 @@ pub fn registry(snapshot: Option<&Snapshot>, metrics: &Metrics) -> Registry {
         "cgroup_target_bytes",
         "Water-filled target.",
         &rows(&|c| Some(saturating_i64(c.target))),
+    );
+    b.per_cgroup(
+        "cgroup_floor_bytes",
+        "Floor: memory.high never goes below it (configured min, swap-backed memory swap cannot take, min_floor).",
+        &rows(&|c| Some(saturating_i64(c.floor))),
     );
     b.per_cgroup(
         "cgroup_entitlement_bytes",
@@ -433,12 +466,9 @@ pub fn registry(snapshot: Option<&Snapshot>, metrics: &Metrics) -> Registry {
             ("max", c.events_max),
             ("oom_kill", c.events_oom_kill),
         ] {
-            events
-                .get_or_create(&vec![
-                    ("cgroup".to_owned(), c.cgroup.clone()),
-                    ("event".to_owned(), event.to_owned()),
-                ])
-                .inc_by(v);
+            let mut labels = cgroup_labels(c);
+            labels.push(("event".to_owned(), event.to_owned()));
+            events.get_or_create(&labels).inc_by(v);
         }
     }
     b.registry.register(
@@ -711,6 +741,182 @@ mod tests {
             at: Instant::now(),
             interval: Duration::from_secs(1),
         }
+    }
+
+    /// A snapshot in which every series exists: both host PSI values, a `memory.high`, a
+    /// container name.
+    fn full_snapshot() -> Snapshot {
+        let mut r = report(&["machine.slice/libpod-0123.scope"]);
+        r.pool.host_psi_full_avg10 = Some(1.5);
+        for c in &mut r.cgroups {
+            c.high = Some(1 << 30);
+            c.container = Some("web".to_owned());
+        }
+        Snapshot {
+            report: Arc::new(r),
+            counters: Counters::default(),
+            at: Instant::now(),
+            interval: Duration::from_secs(1),
+        }
+    }
+
+    /// The metric table of docs/operations.md as the registry renders it: one row per
+    /// family, with its labels (the values of the enumerated ones), type and help text.
+    fn doc_table(classic: &str) -> String {
+        struct Family {
+            kind: String,
+            help: String,
+            labels: Vec<(String, BTreeSet<String>)>,
+        }
+        let mut order: Vec<String> = Vec::new();
+        let mut families: std::collections::BTreeMap<String, Family> = Default::default();
+        for line in classic.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
+                order.push(name.to_owned());
+                families.insert(
+                    name.to_owned(),
+                    Family {
+                        kind: String::new(),
+                        help: help.to_owned(),
+                        labels: Vec::new(),
+                    },
+                );
+            } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap_or((rest, ""));
+                if let Some(f) = families.get_mut(name) {
+                    f.kind = kind.to_owned();
+                }
+            } else if let Some((series, _)) = line.split_once('{') {
+                let name = order.last().cloned().unwrap_or_default();
+                if series != name {
+                    continue; // _bucket, _sum, _count of a histogram
+                }
+                let Some(f) = families.get_mut(&name) else {
+                    continue;
+                };
+                let body = line.split_once('{').map_or("", |x| x.1);
+                let body = body.rsplit_once('}').map_or("", |x| x.0);
+                for pair in body.split("\",") {
+                    let Some((k, v)) = pair.split_once("=\"") else {
+                        continue;
+                    };
+                    let v = v.trim_end_matches('"').to_owned();
+                    match f.labels.iter_mut().find(|(n, _)| n == k) {
+                        Some((_, vals)) => {
+                            vals.insert(v);
+                        }
+                        None => f.labels.push((k.to_owned(), BTreeSet::from([v]))),
+                    }
+                }
+            }
+        }
+        let mut out = String::from("| series | type | meaning |\n| --- | --- | --- |\n");
+        for name in &order {
+            let f = &families[name];
+            let labels: Vec<String> = f
+                .labels
+                .iter()
+                .map(|(k, vals)| match k.as_str() {
+                    "cgroup" | "container" | "version" | "commit" => k.clone(),
+                    _ => format!(
+                        "{k}=\"{}\"",
+                        vals.iter().cloned().collect::<Vec<_>>().join("\\|")
+                    ),
+                })
+                .collect();
+            let series = if labels.is_empty() {
+                name.clone()
+            } else {
+                format!("{name}{{{}}}", labels.join(","))
+            };
+            let _ = std::fmt::Write::write_fmt(
+                &mut out,
+                format_args!(
+                    "| `{series}` | {} | {} |\n",
+                    f.kind,
+                    f.help.replace('|', "\\|")
+                ),
+            );
+        }
+        out
+    }
+
+    const TABLE_BEGIN: &str =
+        "<!-- metrics table: generated by metrics::tests::docs_list_every_metric -->\n";
+    const TABLE_END: &str = "<!-- end of the metrics table -->\n";
+
+    #[test]
+    fn docs_list_every_metric() {
+        let text = render(Some(&full_snapshot()), &Metrics::default(), Format::Classic);
+        let table = doc_table(&text);
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/operations.md");
+        let doc = std::fs::read_to_string(&path).expect("docs/operations.md");
+        let (Some(b), Some(e)) = (doc.find(TABLE_BEGIN), doc.find(TABLE_END)) else {
+            panic!("docs/operations.md has no generated metrics table (markers {TABLE_BEGIN:?})");
+        };
+        let current = &doc[b + TABLE_BEGIN.len()..e];
+        if current != table {
+            if std::env::var_os("MEMWEIGHT_BLESS").is_some() {
+                let new = format!("{}{table}{}", &doc[..b + TABLE_BEGIN.len()], &doc[e..]);
+                std::fs::write(&path, new).expect("write docs/operations.md");
+                return;
+            }
+            panic!(
+                "docs/operations.md's metrics table is not what /metrics serves; rerun with \
+                 MEMWEIGHT_BLESS=1 to write it. Expected:\n{table}"
+            );
+        }
+    }
+
+    #[test]
+    fn doc_table_has_a_row_per_family_with_its_labels() {
+        let text = render(Some(&full_snapshot()), &Metrics::default(), Format::Classic);
+        let table = doc_table(&text);
+        for row in [
+            "| `memweight_build_info{version,commit}` | gauge | Always 1; the labels say which memweightd runs (version, git commit). |",
+            "| `memweight_writes_total{kind=\"high\\|low\\|reclaim\"}` | counter |",
+            "| `memweight_tick_duration_seconds` | histogram |",
+            "| `memweight_cgroup_usage_bytes{cgroup,container}` | gauge | memory.current. |",
+            "| `memweight_cgroup_memory_events_total{cgroup,container,event=\"high\\|max\\|oom_kill\"}` | counter |",
+            "| `memweight_pool_reserve_bytes` | gauge |",
+        ] {
+            assert!(table.contains(row), "missing {row:?} in\n{table}");
+        }
+        let families = text.lines().filter(|l| l.starts_with("# TYPE ")).count();
+        assert_eq!(table.lines().count(), families + 2, "{table}");
+    }
+
+    #[test]
+    fn build_info_and_container_names_are_labels() {
+        let text = render(Some(&full_snapshot()), &Metrics::default(), Format::Classic);
+        assert!(
+            text.contains(&format!(
+                "memweight_build_info{{version=\"{VERSION}\",commit=\"{COMMIT}\"}} 1"
+            )),
+            "{text}"
+        );
+        assert!(!COMMIT.is_empty());
+        assert!(
+            text.contains(
+                "memweight_cgroup_target_bytes{cgroup=\"machine.slice/libpod-0123.scope\",container=\"web\"} "
+            ),
+            "{text}"
+        );
+        // Without a container name there is no container label.
+        let plain = render(
+            Some(&snapshot(&["lab/a"])),
+            &Metrics::default(),
+            Format::Classic,
+        );
+        assert!(
+            plain.contains("memweight_cgroup_target_bytes{cgroup=\"lab/a\"} "),
+            "{plain}"
+        );
+        // Before the first tick the build is known too.
+        let none = render(None, &Metrics::default(), Format::Classic);
+        assert!(none.contains("memweight_build_info{"), "{none}");
     }
 
     #[test]

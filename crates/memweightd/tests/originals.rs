@@ -206,7 +206,7 @@ async fn regression_failed_restore_keeps_the_original_and_retries() {
         "the original stays recorded: {}",
         tree.state_text()
     );
-    assert!(ctl.counters().write_errors >= 2, "{:?}", ctl.counters());
+    assert!(ctl.counters().restore_errors >= 2, "{:?}", ctl.counters());
     std::fs::remove_dir(&low).expect("rmdir");
     tree.cg(0).set_low(Limit::Bytes(0));
     ctl.tick().await.expect("tick");
