@@ -532,12 +532,6 @@ pub fn stage_payload(dir: &Path, p: &Payload<'_>) -> Result<()> {
         }
     }
     fs::write(dir.join("install.sh"), install).context("cannot write install.sh")?;
-    // The other way too, for scenarios that install both (host-package.toml, after the purge).
-    fs::write(
-        dir.join("install-manual.sh"),
-        readme_install(&readme, Install::Manual)?,
-    )
-    .context("cannot write install-manual.sh")?;
     let config = match &p.daemon_config {
         Some(c) => c.clone(),
         None => fs::read_to_string(p.workspace.join("config/memweight.toml"))
