@@ -134,6 +134,11 @@ pub fn lab_run(path: &Path, out: &Path, kernel: Option<Kernel>, build: bool) -> 
 /// Scenarios the issues name that `lab test` runs besides `ci-*.toml`.
 const CI_EXTRA: &[&str] = &["ctl-live.toml", "host-podman.toml", "host-package.toml"];
 
+/// Whether `lab test` runs `scenario` on kernel `k` (its `ci_kernels`, or every kernel).
+fn runs_in_ci_on(scenario: &Scenario, k: Kernel) -> bool {
+    scenario.ci_kernels.is_empty() || scenario.ci_kernels.contains(&k)
+}
+
 /// `cargo xtask lab test`.
 pub fn lab_test(filter: Option<&str>, only: Option<Kernel>) -> Result<bool> {
     let started = Instant::now();
@@ -168,7 +173,7 @@ pub fn lab_test(filter: Option<&str>, only: Option<Kernel>) -> Result<bool> {
     let mut all_pass = true;
     for (k, kf) in &kfs {
         for (name, text, scenario) in &scenarios {
-            if !scenario.ci_kernels.is_empty() && !scenario.ci_kernels.contains(k) {
+            if !runs_in_ci_on(scenario, *k) {
                 eprintln!("lab: {name} is not run on {k}: its ci_kernels do not name it");
                 continue;
             }
@@ -742,6 +747,29 @@ fn write_timeseries(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ci_kernels_limit_lab_test_to_the_named_kernels() {
+        let both = Scenario::parse("duration = 5\n").expect("parses");
+        let one = Scenario::parse("duration = 5\nci_kernels = [\"6.12\"]\n").expect("parses");
+        for k in Kernel::ALL {
+            assert!(runs_in_ci_on(&both, k));
+        }
+        assert!(runs_in_ci_on(&one, Kernel::V6_12));
+        assert!(!runs_in_ci_on(&one, Kernel::V6_1));
+        // The repository's lifecycle scenario runs once, on 6.12.
+        let ws = workspace();
+        let text = fs::read_to_string(ws.join("tests/lab/scenarios/host-package.toml"))
+            .expect("host-package.toml");
+        let package = Scenario::parse(&text).expect("parses");
+        assert_eq!(
+            Kernel::ALL
+                .iter()
+                .filter(|&&k| runs_in_ci_on(&package, k))
+                .count(),
+            1
+        );
+    }
 
     #[test]
     fn regression_boot_panic_failed_ci_instead_of_booting_again() {
