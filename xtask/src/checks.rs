@@ -1,7 +1,7 @@
 //! Evaluates a scenario's `[[check]]` assertions against the run's results.
 
 use lab_agent::record::{CgroupSample, Sample};
-use lab_agent::scenario::{Check, Limit, Scenario, Size};
+use lab_agent::scenario::{Check, Guest, Limit, Scenario, Size};
 
 use crate::results::Results;
 use crate::summary::Summary;
@@ -363,7 +363,10 @@ fn one(check: &Check, scenario: &Scenario, results: &Results, summary: &Summary)
                 .iter()
                 .filter(|e| e.kind == "assert")
                 .collect();
-            let expected = scenario.commands.iter().filter(|c| c.assert).count();
+            // The host guest's README install is an assertion too: counted, so that it cannot
+            // stand in for a command that never finished.
+            let install = usize::from(scenario.guest == Guest::Host && scenario.daemon.enabled);
+            let expected = scenario.commands.iter().filter(|c| c.assert).count() + install;
             let bad = asserts.iter().find(|e| !e.ok);
             out(
                 "asserts-ok".into(),
@@ -546,6 +549,32 @@ check = "no-oom-kill"
             .into_iter()
             .map(|o| o.pass)
             .collect()
+    }
+
+    #[test]
+    fn regression_host_install_stood_in_for_an_assertion_that_never_finished() {
+        // host-package.toml: the README install's "assert" event was counted against the
+        // scenario's asserting commands, so one that was still running at the end passed.
+        let scenario = Scenario::parse(
+            "duration = 4\nguest = \"host\"\n[daemon]\nenabled = true\n\
+             [[command]]\nat = 1\nassert = true\nrun = \"true\"\n\
+             [[command]]\nat = 2\nassert = true\nrun = \"sleep 99\"\n\
+             [[check]]\ncheck = \"asserts-ok\"\n",
+        )
+        .expect("parses");
+        let mut r = Results::default();
+        for (t, detail) in [(0.5, "install"), (1.5, "true")] {
+            r.events.push(Event {
+                t,
+                kind: "assert".into(),
+                detail: detail.into(),
+                ok: true,
+            });
+        }
+        let summary = summarize("x", "6.1", &scenario, &r, 1.0);
+        let verdict = &evaluate(&scenario, &r, &summary, &|_| None)[0];
+        assert!(!verdict.pass, "{}", verdict.detail);
+        assert!(verdict.detail.contains("only 2 of 3"), "{}", verdict.detail);
     }
 
     #[test]

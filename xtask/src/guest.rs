@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use crate::deps;
 
 /// The host (and guest) target triple.
-const TARGET: &str = "x86_64-unknown-linux-gnu";
+pub const TARGET: &str = "x86_64-unknown-linux-gnu";
 
 /// `(cargo package, binary)` of every guest program.
 pub const GUEST_BINARIES: [(&str, &str); 4] = [

@@ -14,6 +14,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
+use lab_agent::scenario::Install;
+
 use crate::deps;
 use crate::kernel::KernelFiles;
 
@@ -412,35 +414,56 @@ fn build(base: &Path, dir: &Path, image: &Path, kernels: &[&KernelFiles]) -> Res
     Ok(())
 }
 
-/// The shell lines of the README's `## Install` block, as the host guest runs them: every
-/// line but comments and `cargo build` (the lab builds static binaries itself and puts them
-/// where the build would: `target/release/`).
-pub fn readme_install(readme: &str) -> Result<String> {
+/// The README's `## Install` section as the host guest runs it: the first ```sh block (the
+/// Debian package) or the second (the manual lines), every line but comments and `cargo …`
+/// (the lab builds the static binaries and the package itself and puts them where those
+/// commands would: `target/release/`, `target/debian/`).
+pub fn readme_install(readme: &str, install: Install) -> Result<String> {
     let mut lines = readme.lines().skip_while(|l| l.trim() != "## Install");
     if lines.next().is_none() {
         bail!("README.md has no `## Install` section: the host guest installs memweightd by it");
     }
-    let mut block = lines
-        .skip_while(|l| !l.trim_start().starts_with("```"))
-        .skip(1)
-        .take_while(|l| !l.trim_start().starts_with("```"))
-        .peekable();
-    if block.peek().is_none() {
-        bail!("README.md's `## Install` section has no ```sh block");
+    let mut blocks: Vec<Vec<&str>> = Vec::new();
+    let mut current: Option<Vec<&str>> = None;
+    for line in lines.take_while(|l| !l.starts_with("## ")) {
+        if line.trim_start().starts_with("```") {
+            match current.take() {
+                Some(block) => blocks.push(block),
+                None => current = Some(Vec::new()),
+            }
+        } else if let Some(block) = current.as_mut() {
+            block.push(line);
+        }
     }
-    let mut script = String::from(
-        "# The README's install steps (cargo xtask lab, from README.md `## Install`).\nset -e\n",
+    let (index, what, must) = match install {
+        Install::Package => (0, "first (the Debian package)", "apt install ./"),
+        Install::Manual => (1, "second (the manual lines)", "systemctl enable --now"),
+    };
+    let Some(block) = blocks.get(index) else {
+        bail!(
+            "README.md's `## Install` section has no {what} ```sh block: the host guest \
+             (install = \"{}\") runs it",
+            if install == Install::Package {
+                "package"
+            } else {
+                "manual"
+            }
+        );
+    };
+    let mut script = format!(
+        "# The README's install steps, {what} block (cargo xtask lab, from README.md `## \
+         Install`).\nset -e\n"
     );
     for line in block {
         let code = line.split(" #").next().unwrap_or("").trim();
-        if code.is_empty() || code.starts_with('#') || code.starts_with("cargo build") {
+        if code.is_empty() || code.starts_with('#') || code.starts_with("cargo ") {
             continue;
         }
         script.push_str(line.trim());
         script.push('\n');
     }
-    if !script.contains("systemctl") {
-        bail!("README.md's install steps never start the unit (no systemctl line)");
+    if !script.contains(must) {
+        bail!("README.md's {what} install block has no `{must}` line: it would not install");
     }
     Ok(script)
 }
@@ -455,6 +478,11 @@ pub struct Payload<'a> {
     pub scenario_text: &'a str,
     /// `[daemon.config]` of the scenario, if any (else the repository's config is installed).
     pub daemon_config: Option<String>,
+    /// Which of the README's install blocks runs.
+    pub install: Install,
+    /// The Debian package the README's `apt install` installs (`install = "package"`), and a
+    /// newer build of it (`/opt/memweight-lab/upgrade/`) for scenarios that upgrade.
+    pub packages: Option<(&'a Path, &'a Path)>,
     /// zram swap size in bytes (0: none).
     pub zram: u64,
 }
@@ -463,7 +491,14 @@ pub struct Payload<'a> {
 pub fn stage_payload(dir: &Path, p: &Payload<'_>) -> Result<()> {
     let _ = fs::remove_dir_all(dir);
     let repo = dir.join("repo");
-    for d in ["bin", "repo/target/release", "repo/config", "repo/systemd"] {
+    for d in [
+        "bin",
+        "repo/target/release",
+        "repo/target/debian",
+        "repo/config",
+        "repo/systemd",
+        "upgrade",
+    ] {
         fs::create_dir_all(dir.join(d))
             .with_context(|| format!("cannot create {}", dir.join(d).display()))?;
     }
@@ -478,8 +513,25 @@ pub fn stage_payload(dir: &Path, p: &Payload<'_>) -> Result<()> {
     }
     let readme =
         fs::read_to_string(p.workspace.join("README.md")).context("cannot read README.md")?;
-    fs::write(dir.join("install.sh"), readme_install(&readme)?)
-        .context("cannot write install.sh")?;
+    let mut install = readme_install(&readme, p.install)?;
+    if p.install == Install::Package {
+        let Some((package, upgrade)) = p.packages else {
+            bail!("install = \"package\" needs the Debian package (cargo xtask deb)");
+        };
+        for (deb, to) in [(package, "repo/target/debian"), (upgrade, "upgrade")] {
+            let name = deb.file_name().context("package without a name")?;
+            fs::copy(deb, dir.join(to).join(name))
+                .with_context(|| format!("cannot copy {}", deb.display()))?;
+        }
+        if p.daemon_config.is_some() {
+            install.push_str(
+                "# cargo xtask lab: the scenario's [daemon.config] replaces the package's config.\n\
+                 install -m 0644 config/memweight.toml /etc/memweight/memweight.toml\n\
+                 systemctl restart memweightd.service\n",
+            );
+        }
+    }
+    fs::write(dir.join("install.sh"), install).context("cannot write install.sh")?;
     let config = match &p.daemon_config {
         Some(c) => c.clone(),
         None => fs::read_to_string(p.workspace.join("config/memweight.toml"))
@@ -509,27 +561,47 @@ mod tests {
     use super::*;
 
     #[test]
-    fn readme_install_keeps_the_shell_lines_but_cargo_build() {
-        let readme = "# x\n## Install\n\ntext\n```sh\ncargo build --release -p memweightd\n\
+    fn readme_install_keeps_the_shell_lines_but_cargo() {
+        let readme = "# x\n## Install\n\ntext\n```sh\ncargo xtask deb\n\
+                      apt install ./target/debian/memweight_*_amd64.deb  # starts it\n```\n\
+                      Or by hand:\n```sh\ncargo build --release -p memweightd\n\
                       install -m 0755 a /usr/local/bin/   # binaries\n# comment\n\
                       systemctl daemon-reload && systemctl enable --now memweightd\n```\n\
-                      ```sh\nnot this\n```\n";
-        let script = readme_install(readme).expect("extracts");
-        assert!(!script.contains("cargo build"));
-        assert!(script.contains("install -m 0755 a /usr/local/bin/   # binaries\n"));
-        assert!(script.contains("systemctl enable --now memweightd\n"));
-        assert!(!script.contains("not this"));
-        assert!(readme_install("## Usage\n").is_err());
-        assert!(readme_install("## Install\n```sh\ninstall a b\n```\n").is_err());
+                      ## Next\n```sh\nnot this\n```\n";
+        let package = readme_install(readme, Install::Package).expect("extracts");
+        assert!(
+            !package.lines().any(|l| l.starts_with("cargo ")),
+            "{package}"
+        );
+        assert!(
+            package.contains("apt install ./target/debian/memweight_*_amd64.deb  # starts it\n")
+        );
+        assert!(!package.contains("/usr/local/bin"), "{package}");
+        let manual = readme_install(readme, Install::Manual).expect("extracts");
+        assert!(!manual.contains("cargo build"));
+        assert!(manual.contains("install -m 0755 a /usr/local/bin/   # binaries\n"));
+        assert!(manual.contains("systemctl enable --now memweightd\n"));
+        assert!(!manual.contains("apt install"));
+        assert!(!manual.contains("not this"));
+        assert!(readme_install("## Usage\n", Install::Package).is_err());
+        let one_block = "## Install\n```sh\napt install ./x.deb\n```\n## Next\n```sh\ny\n```\n";
+        assert!(readme_install(one_block, Install::Package).is_ok());
+        assert!(readme_install(one_block, Install::Manual).is_err());
+        assert!(readme_install("## Install\n```sh\ndpkg -i x\n```\n", Install::Package).is_err());
     }
 
     #[test]
-    fn the_real_readme_installs_and_starts_the_unit() {
+    fn the_real_readme_installs_the_package_and_by_hand() {
         let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let readme = fs::read_to_string(ws.join("README.md")).expect("README.md");
-        let script = readme_install(&readme).expect("README has install steps");
-        assert!(script.contains("/usr/local/bin"), "{script}");
-        assert!(script.contains("enable --now memweightd"), "{script}");
+        let package = readme_install(&readme, Install::Package).expect("package install");
+        assert!(
+            package.contains("apt install ./target/debian/"),
+            "{package}"
+        );
+        let manual = readme_install(&readme, Install::Manual).expect("manual install");
+        assert!(manual.contains("/usr/local/bin"), "{manual}");
+        assert!(manual.contains("enable --now memweightd"), "{manual}");
     }
 
     #[test]

@@ -3,6 +3,9 @@
 //! * `cargo xtask test` — the project's test command: `cargo test --workspace`, then
 //!   `cargo xtask lab test` (`--no-lab` skips the VM).
 //!
+//! * `cargo xtask deb [--lint]` — the Debian package `target/debian/memweight_*.deb` (cargo-deb,
+//!   from the lab's static build; `--lint` runs lintian on it). See `deb`.
+//!
 //! * `cargo xtask lab run SCENARIO.toml --out DIR [--kernel 6.1|6.12]` — boot a Debian kernel in
 //!   QEMU (TCG) with a busybox initramfs, run the scenario through the guest `lab-agent`, stream
 //!   a progress line per second, and write `timeseries.csv`, `summary.json`, `plot.svg`,
@@ -18,6 +21,7 @@
 //! `results` (decode framed records) → `summary`, `plot`, `checks`. See `docs/lab.md`.
 
 mod checks;
+mod deb;
 mod deps;
 mod guest;
 mod hostimg;
@@ -57,6 +61,18 @@ enum Top {
         /// Only the unit and integration tests, not the QEMU lab.
         #[arg(long)]
         no_lab: bool,
+    },
+    /// Build the Debian package target/debian/memweight_VERSION-REVISION_amd64.deb.
+    Deb {
+        /// Debian revision instead of the metadata's `1` (e.g. `2` for a newer build).
+        #[arg(long)]
+        revision: Option<String>,
+        /// Run lintian on the package; fail on any tag docs/design.md does not explain.
+        #[arg(long)]
+        lint: bool,
+        /// Package the static binaries built last time instead of building them.
+        #[arg(long)]
+        no_build: bool,
     },
     /// The real-kernel QEMU lab.
     Lab {
@@ -114,6 +130,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Top::Test { no_lab } => run::test_all(!no_lab),
+        Top::Deb {
+            revision,
+            lint,
+            no_build,
+        } => run::deb(revision.as_deref(), lint, !no_build),
         Top::Lab { command } => match command {
             LabCommand::Run {
                 scenario,

@@ -3,16 +3,17 @@
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
-use lab_agent::scenario::{Guest, Kernel, Scenario};
+use lab_agent::scenario::{Guest, Install, Kernel, Scenario};
 
 use crate::checks::{self, Outcome};
 use crate::kernel::{self, KernelFiles};
 use crate::results::{Decoder, Results};
 use crate::summary::{self, Summary};
-use crate::{deps, guest, hostimg, initramfs, plot, prom, qmp, vm};
+use crate::{deb, deps, guest, hostimg, initramfs, plot, prom, qmp, vm};
 
 /// CI must finish within this; `lab test` warns when it does not.
 const CI_BUDGET: Duration = Duration::from_secs(1500);
@@ -49,6 +50,40 @@ pub fn test_all(lab: bool) -> Result<bool> {
     }
     eprintln!("xtask: cargo xtask lab test");
     lab_test(None, None)
+}
+
+/// `cargo xtask deb`.
+pub fn deb(revision: Option<&str>, lint: bool, build: bool) -> Result<bool> {
+    let ws = workspace();
+    let out_dir = ws.join("target/debian");
+    let deb = deb::build(
+        &ws,
+        &lab_dir(&ws),
+        build,
+        &deb::Options {
+            revision,
+            fast: false,
+            out_dir: &out_dir,
+        },
+    )?;
+    println!("{}", deb.display());
+    if lint {
+        deb::lint(&deb)?;
+    }
+    Ok(true)
+}
+
+/// The host guest's Debian packages, built once per `cargo xtask` run (after the guest
+/// binaries, which every verb builds before it boots anything).
+fn lab_packages(lab: &Path) -> Result<deb::LabPackages> {
+    static BUILT: Mutex<Option<deb::LabPackages>> = Mutex::new(None);
+    let mut built = BUILT.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(p) = &*built {
+        return Ok(p.clone());
+    }
+    let p = deb::lab_packages(&workspace(), lab)?;
+    *built = Some(p.clone());
+    Ok(p)
 }
 
 /// `cargo xtask lab fetch`.
@@ -97,7 +132,12 @@ pub fn lab_run(path: &Path, out: &Path, kernel: Option<Kernel>, build: bool) -> 
 }
 
 /// Scenarios the issues name that `lab test` runs besides `ci-*.toml`.
-const CI_EXTRA: &[&str] = &["ctl-live.toml", "host-podman.toml"];
+const CI_EXTRA: &[&str] = &["ctl-live.toml", "host-podman.toml", "host-package.toml"];
+
+/// Whether `lab test` runs `scenario` on kernel `k` (its `ci_kernels`, or every kernel).
+fn runs_in_ci_on(scenario: &Scenario, k: Kernel) -> bool {
+    scenario.ci_kernels.is_empty() || scenario.ci_kernels.contains(&k)
+}
 
 /// `cargo xtask lab test`.
 pub fn lab_test(filter: Option<&str>, only: Option<Kernel>) -> Result<bool> {
@@ -149,6 +189,10 @@ pub fn lab_test(filter: Option<&str>, only: Option<Kernel>) -> Result<bool> {
     let mut all_pass = true;
     for (k, kf) in &kfs {
         for (name, text, scenario) in &scenarios {
+            if !runs_in_ci_on(scenario, *k) {
+                eprintln!("lab: {name} is not run on {k}: its ci_kernels do not name it");
+                continue;
+            }
             let out = lab.join("ci").join(format!("{name}-{k}"));
             let line = match execute(&lab, name, text, scenario, *k, kf, &bins, &out) {
                 Ok(report) => {
@@ -435,6 +479,10 @@ fn execute(
                     .context("cannot serialise [daemon.config]")?,
             )
         };
+        let packages = match scenario.install {
+            Install::Package => Some(lab_packages(lab)?),
+            Install::Manual => None,
+        };
         hostimg::stage_payload(
             &payload,
             &hostimg::Payload {
@@ -442,6 +490,10 @@ fn execute(
                 binaries: bins,
                 scenario_text: text,
                 daemon_config,
+                install: scenario.install,
+                packages: packages
+                    .as_ref()
+                    .map(|p| (p.install.as_path(), p.upgrade.as_path())),
                 zram: scenario.zram.0,
             },
         )?;
@@ -740,6 +792,29 @@ fn write_timeseries(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ci_kernels_limit_lab_test_to_the_named_kernels() {
+        let both = Scenario::parse("duration = 5\n").expect("parses");
+        let one = Scenario::parse("duration = 5\nci_kernels = [\"6.12\"]\n").expect("parses");
+        for k in Kernel::ALL {
+            assert!(runs_in_ci_on(&both, k));
+        }
+        assert!(runs_in_ci_on(&one, Kernel::V6_12));
+        assert!(!runs_in_ci_on(&one, Kernel::V6_1));
+        // The repository's lifecycle scenario runs once, on 6.12.
+        let ws = workspace();
+        let text = fs::read_to_string(ws.join("tests/lab/scenarios/host-package.toml"))
+            .expect("host-package.toml");
+        let package = Scenario::parse(&text).expect("parses");
+        assert_eq!(
+            Kernel::ALL
+                .iter()
+                .filter(|&&k| runs_in_ci_on(&package, k))
+                .count(),
+            1
+        );
+    }
 
     #[test]
     fn regression_boot_panic_failed_ci_instead_of_booting_again() {

@@ -173,6 +173,20 @@ pub enum Runtime {
     Docker,
 }
 
+/// How the host guest installs memweightd: one of the README's two `## Install` blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Install {
+    /// The Debian package: `apt install ./target/debian/memweight_*.deb` (the first block).
+    Package,
+    /// The manual lines: binaries to `/usr/local/bin`, the shipped units to
+    /// `/etc/systemd/system` (the second block). The default: it takes a few seconds of guest
+    /// time where the package takes 45-60 s (more beside busy workloads), and the host
+    /// scenarios' timelines were made for it.
+    #[default]
+    Manual,
+}
+
 /// A whole scenario file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -198,6 +212,13 @@ pub struct Scenario {
     /// The host guest's container engine: `podman` (default) or `docker`.
     #[serde(default)]
     pub runtime: Runtime,
+    /// Host guest: how memweightd is installed (the README's package or manual lines).
+    #[serde(default)]
+    pub install: Install,
+    /// The kernels `cargo xtask lab test` runs the scenario on; empty (the default): every
+    /// kernel. `lab run --kernel` is not limited by it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ci_kernels: Vec<Kernel>,
     /// Seconds the scenario runs once the workloads are started.
     pub duration: u64,
     /// Managed cgroups, created under `/sys/fs/cgroup/lab/`.
@@ -641,6 +662,9 @@ impl Scenario {
             if self.runtime != Runtime::Podman {
                 return bad("runtime needs guest = \"host\"".into());
             }
+            if self.install != Install::Manual {
+                return bad("install needs guest = \"host\"".into());
+            }
             if let Some(c) = self.cgroups.iter().find(|c| !c.labels.is_empty()) {
                 return bad(format!(
                     "cgroup {:?}: labels need guest = \"host\" (they are container labels)",
@@ -871,6 +895,23 @@ value = "max"
             ["memweight-workload", "random-touch", "--size", "1M"]
         );
         assert!(s.cgroups[1].client_argv().is_empty());
+    }
+
+    #[test]
+    fn install_and_ci_kernels_default_to_the_manual_lines_on_every_kernel() {
+        let s = Scenario::parse(EXAMPLE).expect("example parses");
+        assert_eq!(s.install, Install::Manual);
+        assert!(s.ci_kernels.is_empty());
+        let host =
+            "duration = 5\nguest = \"host\"\ninstall = \"package\"\nci_kernels = [\"6.12\"]\n";
+        let s = Scenario::parse(host).expect("parses");
+        assert_eq!(s.install, Install::Package);
+        assert_eq!(s.ci_kernels, [Kernel::V6_12]);
+        let again = Scenario::parse(&s.to_toml().expect("serialises")).expect("reparses");
+        assert_eq!(s, again);
+        // The busybox guest has no README install to choose.
+        assert!(Scenario::parse("duration = 5\ninstall = \"package\"\n").is_err());
+        assert!(Scenario::parse("duration = 5\nci_kernels = [\"5.10\"]\n").is_err());
     }
 
     #[test]

@@ -40,10 +40,17 @@ struct Args {
     /// cgroup root, and the built-in defaults if that file cannot be read.
     #[arg(long, conflicts_with = "check_config")]
     restore: bool,
+    /// Print the man page (roff) and exit: `memweightd --man > memweightd.8` (the package build
+    /// runs it).
+    #[arg(long, hide = true)]
+    man: bool,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.man {
+        return print_man();
+    }
     if let Some(path) = &args.check_config {
         return match Config::load(path) {
             Ok((cfg, rules)) => {
@@ -119,6 +126,27 @@ fn main() -> ExitCode {
             let cfg = Config::load(&config_path).map_or(startup, |(c, _)| c);
             restore_all(cfg);
             ExitCode::from(101)
+        }
+    }
+}
+
+/// `memweightd --man`: the man page, generated from the clap definitions like memweightctl's.
+fn print_man() -> ExitCode {
+    use clap::CommandFactory as _;
+    use std::io::Write as _;
+    let mut out = Vec::new();
+    if let Err(e) = clap_mangen::Man::new(Args::command())
+        .section("8")
+        .render(&mut out)
+    {
+        eprintln!("memweightd: cannot render the man page: {e}");
+        return ExitCode::FAILURE;
+    }
+    match std::io::stdout().write_all(&out) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("memweightd: cannot write the man page: {e}");
+            ExitCode::FAILURE
         }
     }
 }
