@@ -647,28 +647,31 @@ fn status_table(s: &Status, width: usize, empty: &str) -> String {
     status_page(s, &t.render(), empty)
 }
 
+/// The columns of `status -o wide`.
+const WIDE_COLUMNS: [&str; 18] = [
+    "NAME",
+    "CGROUP",
+    "CONTAINER",
+    "WEIGHT",
+    "USAGE",
+    "EA",
+    "EX",
+    "TARGET",
+    "ENTITLEMENT",
+    "FLOOR",
+    "CEILING",
+    "HIGH",
+    "LOW",
+    "PSI-SOME",
+    "PSI-FULL",
+    "SWAP",
+    "STATE",
+    "REASON",
+];
+
 /// `status -o wide`: every column, full paths and human sizes.
 fn status_wide(s: &Status, empty: &str) -> String {
-    let mut t = Table::new(&[
-        "NAME",
-        "CGROUP",
-        "CONTAINER",
-        "WEIGHT",
-        "USAGE",
-        "EA",
-        "EX",
-        "TARGET",
-        "ENTITLEMENT",
-        "FLOOR",
-        "CEILING",
-        "HIGH",
-        "LOW",
-        "PSI-SOME",
-        "PSI-FULL",
-        "SWAP",
-        "STATE",
-        "REASON",
-    ]);
+    let mut t = Table::new(&WIDE_COLUMNS);
     for c in &s.cgroups {
         t.row(vec![
             display_name(c),
@@ -888,26 +891,7 @@ mod tests {
 
         let wide = status_wide(&status, NOTHING_MANAGED);
         let header = wide.lines().nth(4).expect("header");
-        for col in [
-            "NAME",
-            "CGROUP",
-            "CONTAINER",
-            "WEIGHT",
-            "USAGE",
-            "EA",
-            "EX",
-            "TARGET",
-            "ENTITLEMENT",
-            "FLOOR",
-            "CEILING",
-            "HIGH",
-            "LOW",
-            "PSI-SOME",
-            "PSI-FULL",
-            "SWAP",
-            "STATE",
-            "REASON",
-        ] {
+        for col in WIDE_COLUMNS {
             assert!(header.contains(col), "{col}: {wide}");
         }
         assert!(

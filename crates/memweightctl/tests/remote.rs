@@ -521,9 +521,15 @@ fn watch_redraws_and_stops_after_count() {
     );
 }
 
-/// Ctrl-C ends a watch cleanly: exit 0, nothing on stderr.
-#[test]
-fn watch_exits_cleanly_on_ctrl_c() {
+/// Starts `status -w -n INTERVAL` against a daemon answering every status the same, and
+/// reads its first frame; returns the watch and the rest of its stdout.
+fn first_frame_of_a_watch(
+    interval: &str,
+) -> (
+    tempfile::TempDir,
+    std::process::Child,
+    BufReader<std::process::ChildStdout>,
+) {
     let dir = tempfile::tempdir().expect("tempdir");
     let sock = steady_daemon(
         dir.path(),
@@ -533,7 +539,7 @@ fn watch_exits_cleanly_on_ctrl_c() {
         "status",
         "-w",
         "-n",
-        "5",
+        interval,
         "--socket",
         sock.to_str().expect("utf-8"),
     ]);
@@ -541,39 +547,33 @@ fn watch_exits_cleanly_on_ctrl_c() {
     let mut out = BufReader::new(child.stdout.take().expect("piped"));
     out.read_line(&mut first).expect("first frame");
     assert!(first.starts_with("pool: "), "{first}");
-    let killed = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(killed.success());
+    (dir, child, out)
+}
+
+/// The watch ended with exit 0 and nothing on stderr.
+fn ended_cleanly(mut child: std::process::Child) {
     let err = stderr_of(&mut child);
     let status = child.wait().expect("exits");
     assert_eq!(status.code(), Some(0), "{status:?} {err}");
     assert_eq!(err, "");
 }
 
+/// Ctrl-C ends a watch cleanly: exit 0, nothing on stderr.
+#[test]
+fn watch_exits_cleanly_on_ctrl_c() {
+    let (_dir, child, _out) = first_frame_of_a_watch("5");
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    ended_cleanly(child);
+}
+
 /// A reader that goes away (`| head`) ends a watch cleanly too.
 #[test]
 fn watch_exits_cleanly_on_a_closed_pipe() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let sock = steady_daemon(
-        dir.path(),
-        Response::new(Outcome::Ok(status_reply())).to_line(),
-    );
-    let mut child = watch(&[
-        "status",
-        "-w",
-        "-n",
-        "0.2",
-        "--socket",
-        sock.to_str().expect("utf-8"),
-    ]);
-    let mut first = String::new();
-    let mut out = BufReader::new(child.stdout.take().expect("piped"));
-    out.read_line(&mut first).expect("first frame");
+    let (_dir, child, out) = first_frame_of_a_watch("0.2");
     drop(out);
-    let err = stderr_of(&mut child);
-    let status = child.wait().expect("exits");
-    assert_eq!(status.code(), Some(0), "{status:?} {err}");
-    assert_eq!(err, "");
+    ended_cleanly(child);
 }

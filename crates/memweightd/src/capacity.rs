@@ -159,28 +159,32 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
         carry.short_for.saturating_sub(1)
     };
     let short = short_for > 0;
+    // The modes without a carried pool: the capacity's bytes, shortfall and reserve.
+    let stateless = |bytes, shortfall, reserve| {
+        (
+            Capacity {
+                bytes,
+                shortfall,
+                psi_cut: 0,
+                reserve,
+                held: false,
+                reclaiming,
+                short,
+            },
+            Carry {
+                scanned,
+                short_for,
+                ..Carry::default()
+            },
+        )
+    };
     match cfg.mode {
-        CapacityMode::Fixed => {
-            let bytes = cfg.fixed.map_or(host.mem_total, |a| a.of(host.mem_total));
-            (
-                Capacity {
-                    bytes,
-                    shortfall: 0,
-                    psi_cut: 0,
-                    reserve: 0,
-                    held: false,
-                    reclaiming,
-                    short,
-                },
-                Carry {
-                    scanned,
-                    short_for,
-                    ..Carry::default()
-                },
-            )
-        }
+        CapacityMode::Fixed => stateless(
+            cfg.fixed.map_or(host.mem_total, |a| a.of(host.mem_total)),
+            0,
+            0,
+        ),
         CapacityMode::Auto => {
-            let shortfall = reserve.saturating_sub(host.mem_available);
             // Free memory counts only while the kernel is not reclaiming: once it is, what
             // the cgroups hold is what it leaves them, and the split is of that.
             let headroom = if reclaiming {
@@ -188,24 +192,12 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
             } else {
                 host.mem_available.saturating_sub(reserve)
             };
-            (
-                Capacity {
-                    bytes: host
-                        .total_usage
-                        .saturating_add(headroom)
-                        .min(host.mem_total.max(host.total_usage)),
-                    shortfall,
-                    psi_cut: 0,
-                    reserve,
-                    held: false,
-                    reclaiming,
-                    short,
-                },
-                Carry {
-                    scanned,
-                    short_for,
-                    ..Carry::default()
-                },
+            stateless(
+                host.total_usage
+                    .saturating_add(headroom)
+                    .min(host.mem_total.max(host.total_usage)),
+                reserve.saturating_sub(host.mem_available),
+                reserve,
             )
         }
         CapacityMode::Reserve => {
