@@ -9,8 +9,9 @@
 //! ([`HostView::reclaim_scanned`]); those count only the kernel's reclaim of the host, never
 //! `memory.reclaim` or `memory.high` inside a cgroup, so the daemon's own writes cannot make
 //! the host look short. The pool never shrinks below what the cgroups hold: whatever the
-//! kernel's reclaim leaves them is theirs, and the daemon never reclaims (step.rs: the split
-//! is carried by `memory.low`), so nothing it does can ratchet the pool down.
+//! kernel's reclaim leaves them is theirs. The split is carried by `memory.low`, enforced with
+//! `memory.high`/`memory.reclaim` only on cgroups above their share while the host is short
+//! ([`Capacity::short`]) and a cgroup reaching for memory is below its share (step.rs).
 //!
 //! `reserve` (the law that was `auto` until issue 19) defends free memory: the pool is what
 //! the cgroups hold now plus what the host can still give before its free-memory reserve,

@@ -265,10 +265,12 @@ pub enum CapacityMode {
     /// The split is carried by `memory.low`: each cgroup is protected up to its weighted,
     /// water-filled share of the pool, so the kernel's own reclaim takes memory outside the
     /// managed set (cold services, page cache) and above the shares first, and gives it to
-    /// the cgroups below their share that fault it back. `memory.high` is only lowered for a
-    /// configured `max`; nothing is reclaimed by the daemon, so it never frees memory the
-    /// kernel would have left the containers. A managed cgroup faulting memory back
-    /// ([`crate::capacity::REFAULT_DEMAND`]) or stalling on it
+    /// the cgroups below their share that fault it back. Only while the host is short (the
+    /// kernel reclaimed within [`crate::capacity::SHORT_TICKS`] ticks) and a cgroup reaching
+    /// for memory is below its share are the cgroups above their share held with
+    /// `memory.high` and `memory.reclaim` (the multi-gen LRU reclaims below `memory.low`);
+    /// otherwise `memory.high` is only lowered for a configured `max`. A managed cgroup
+    /// faulting memory back ([`crate::capacity::REFAULT_DEMAND`]) or stalling on it
     /// ([`crate::capacity::STALL_DEMAND_PCT`]) reaches for more than it holds. `"kernel"`
     /// is its earlier name.
     #[default]

@@ -236,13 +236,13 @@ pub fn step(
             // In `auto` mode the split is the kernel's reclaim shaped by memory.low: each
             // cgroup is protected up to its weighted share of what they hold, so the kernel
             // takes memory outside the managed set and above the shares first, and a cgroup
-            // below its share that faults memory back gets it from those above theirs. A
-            // memory.high with a guard above the share (issue 11's `kernel` mode) left a
-            // held-back cgroup up to a guard over its share (Table-2 ratio 0.79), and
-            // reclaiming below it to make up for that ratcheted the pool (two Redis
-            // containers from 280 to 159 MiB in 30 s): every byte the daemon frees that the
-            // others do not fault back at once is lost to the managed set. Without the
-            // daemon's reclaim there is nothing to ratchet.
+            // below its share that faults memory back gets it from those above theirs. Only
+            // while `enforcing` are the cgroups above their share held (guard centred on the
+            // share, see `Knobs::centre`): issue 11's `kernel` mode kept memory.high a whole
+            // guard above the share (a held-back cgroup up to a guard over it, Table-2 ratio
+            // 0.79) and centring it there without a gate ratcheted the pool (two Redis
+            // containers from 280 to 159 MiB in 30 s); gated, the daemon reclaims at most the
+            // excess above the shares, for a cgroup that faults it back.
             let ceiling = decide::ceiling(d, level, floors[i], r.settings.max);
             let knobs = Knobs {
                 min_floor: law.min_floor,
