@@ -258,7 +258,8 @@ pub fn check_watchdog(tick: Duration, watchdog: Option<Duration>) -> Result<(), 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum CapacityMode {
-    /// Work-conserving (the default): the kernel decides how much the managed cgroups keep
+    /// Work-conserving (opt-in until it is safe as the default, see docs/configuration.md):
+    /// the kernel decides how much the managed cgroups keep
     /// together, the daemon only how it is split. The pool is what they hold now, plus
     /// MemAvailable above the reserve while the kernel's global reclaim is idle
     /// (`/proc/vmstat` `pgscan_kswapd` + `pgscan_direct` did not move since the last tick).
@@ -273,13 +274,13 @@ pub enum CapacityMode {
     /// faulting memory back ([`crate::capacity::REFAULT_DEMAND`]) or stalling on it
     /// ([`crate::capacity::STALL_DEMAND_PCT`]) reaches for more than it holds. `"kernel"`
     /// is its earlier name.
-    #[default]
     #[serde(alias = "kernel")]
     Auto,
     /// Defend a reserve: shrink the pool by the shortfall of MemAvailable below the reserve
     /// and under host PSI, and enforce it with `memory.reclaim` and `memory.high` (the law
     /// that was `auto` before it became work-conserving): the managed cgroups pay for the
-    /// whole shortage, and the host's free memory stays above the reserve.
+    /// whole shortage, and the host's free memory stays above the reserve. The default.
+    #[default]
     Reserve,
     /// A fixed size or share of MemTotal, enforced like `reserve`.
     Fixed,
@@ -313,7 +314,7 @@ pub struct CapacityConfig {
 impl Default for CapacityConfig {
     fn default() -> Self {
         CapacityConfig {
-            mode: CapacityMode::Auto,
+            mode: CapacityMode::Reserve,
             fixed: None,
             reserve: Reserve::Watermarks,
             psi_threshold: 40.0,
@@ -461,9 +462,9 @@ pub struct Config {
     pub min_floor: Size,
     /// Raise the `memory.low` of managed cgroups' ancestors to the sum of their descendants'
     /// entitlements (never lower than their own value), since the kernel caps a cgroup's
-    /// protection by its ancestors'. On by default: the work-conserving law (`mode =
-    /// "auto"`) splits by `memory.low`, which protects nothing under a parent whose own is 0
-    /// (systemd's `machine.slice`, measured in docs/design.md).
+    /// protection by its ancestors'. The work-conserving law (`mode = "auto"`) splits by
+    /// `memory.low`, which protects nothing under a parent whose own is 0 (systemd's
+    /// `machine.slice`, measured in docs/design.md): turn it on with that mode.
     pub protect_ancestors: bool,
     /// `error`, `warn`, `info`, `debug` or `trace` (overridden by `RUST_LOG`).
     pub log_level: String,
@@ -492,7 +493,7 @@ impl Default for Config {
             idle_tax: 0,
             max_step: Amount::Percent(10.0),
             min_floor: Size(16 << 20),
-            protect_ancestors: true,
+            protect_ancestors: false,
             log_level: "info".to_owned(),
             capacity: CapacityConfig::default(),
             control: ControlConfig::default(),
@@ -835,11 +836,10 @@ mod tests {
         assert_eq!(cfg.cgroup_root, PathBuf::from("/sys/fs/cgroup"));
         assert_eq!(cfg.tick.0, Duration::from_secs(1));
         assert!(cfg.enforce);
-        assert_eq!(cfg.capacity.mode, CapacityMode::Auto);
-        assert!(
-            cfg.protect_ancestors,
-            "memory.low needs its ancestors' protection"
-        );
+        assert_eq!(cfg.capacity.mode, CapacityMode::Reserve);
+        assert!(!cfg.protect_ancestors);
+        let (kernel, _) = parse("[capacity]\nmode = \"kernel\"").expect("the earlier name");
+        assert_eq!(kernel.capacity.mode, CapacityMode::Auto);
         assert_eq!(cfg.capacity.hysteresis, None, "half the reserve");
         assert_eq!(rules.depth(), 0);
         for (text, want) in [

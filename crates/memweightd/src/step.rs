@@ -662,8 +662,10 @@ mod tests {
     /// protected at what it holds and nothing is enforced.
     #[test]
     fn auto_splits_by_memory_low_and_enforces_only_when_short() {
-        let capacity = CapacityConfig::default();
-        assert_eq!(capacity.mode, CapacityMode::Auto, "the default law");
+        let capacity = CapacityConfig {
+            mode: CapacityMode::Auto,
+            ..CapacityConfig::default()
+        };
         let law = shipped_law(&capacity);
         let at = |scanned: u64| HostSample {
             vmstat: Some(memweight_cgroupfs::Vmstat {
@@ -753,7 +755,10 @@ mod tests {
     /// and an operator's memory.high still caps, whatever the split.
     #[test]
     fn auto_still_enforces_a_configured_max() {
-        let capacity = CapacityConfig::default();
+        let capacity = CapacityConfig {
+            mode: CapacityMode::Auto,
+            ..CapacityConfig::default()
+        };
         let law = shipped_law(&capacity);
         let host = short_host(None);
         let mut cgs = [plain(150 * MIB, 1, 0.0, 0), plain(211 * MIB, 2, 0.0, 0)];
