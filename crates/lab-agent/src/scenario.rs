@@ -497,8 +497,14 @@ pub enum Check {
     },
     /// The daemon exited with status 0 after SIGTERM.
     DaemonExitOk,
-    /// `daemon.log` has no ERROR line and no panic.
-    DaemonLogClean,
+    /// `daemon.log` has no ERROR line and no panic, but for lines containing one of
+    /// `expected` (an error the scenario provokes on purpose, e.g. systemd's "Reload failed"
+    /// for a refused config).
+    DaemonLogClean {
+        /// Substrings of the ERROR lines the scenario provokes.
+        #[serde(default)]
+        expected: Vec<String>,
+    },
     /// Every built-in action and pressure step succeeded (shell commands are not judged).
     ActionsOk,
     /// Every `assert = true` command ran and exited 0 (host guest: the README install too).
