@@ -2,7 +2,7 @@
 //!
 //! Pure: host numbers in, bytes out. Three modes.
 //!
-//! `auto` (the default) is work-conserving: the kernel decides the total, the daemon only the
+//! `kernel` (opt-in) is work-conserving: the kernel decides the total, the daemon only the
 //! split. The pool is what the managed cgroups hold now, plus MemAvailable above the reserve
 //! while the kernel's global reclaim is idle. Whether it is idle is what the kernel itself
 //! says: `/proc/vmstat`'s `pgscan_kswapd` + `pgscan_direct` did not move since the last tick
@@ -13,7 +13,7 @@
 //! `memory.high`/`memory.reclaim` only on cgroups above their share while the host is short
 //! ([`Capacity::short`]) and a cgroup reaching for memory is below its share (step.rs).
 //!
-//! `reserve` (the law that was `auto` until issue 19) defends free memory: the pool is what
+//! `reserve` (the default; `auto` reads as it) defends free memory: the pool is what
 //! the cgroups hold now plus what the host can still give before its free-memory reserve,
 //! minus a cut that grows while host memory PSI stays above a threshold and decays when it
 //! clears, enforced with `memory.reclaim` and `memory.high`. A shortage is measured the way
@@ -77,7 +77,7 @@ pub struct Carry {
     /// For how many more ticks the host counts as short: [`SHORT_TICKS`] when the kernel
     /// reclaimed, one less each tick it did not.
     pub short_for: u32,
-    /// `auto` enforced the split beyond memory.low at the last tick (`step` sets it).
+    /// `kernel` enforced the split beyond memory.low at the last tick (`step` sets it).
     pub enforcing: bool,
 }
 
@@ -97,10 +97,10 @@ pub struct Capacity {
     pub held: bool,
     /// The kernel's global reclaim ran since the last tick (kswapd or direct reclaim scanned
     /// pages; on the first tick, or without `/proc/vmstat`: MemAvailable at or below the
-    /// reserve). In `auto` mode the pool then has no headroom.
+    /// reserve). In `kernel` mode the pool then has no headroom.
     pub reclaiming: bool,
     /// The kernel reclaimed this tick or within the [`SHORT_TICKS`] − 1 before: the host is
-    /// short, and in `auto` mode the daemon may enforce the split beyond `memory.low`.
+    /// short, and in `kernel` mode the daemon may enforce the split beyond `memory.low`.
     pub short: bool,
 }
 
@@ -109,13 +109,13 @@ pub struct Capacity {
 pub const SHORT_TICKS: u32 = 5;
 
 /// A managed cgroup whose own memory PSI `some avg10` is at least this (%) is reaching for
-/// more than it holds, in `mode = "auto"`: the kernel's reclaim is taking its memory and it
+/// more than it holds, in `mode = "kernel"`: the kernel's reclaim is taking its memory and it
 /// faults it back. Its demand is then the whole pool (capped by its own limits), so that a
 /// cgroup above its weighted share gives way to it.
 pub const STALL_DEMAND_PCT: f64 = 1.0;
 
 /// A managed cgroup that faulted back at least this many bytes since its previous sample is
-/// reaching for more than it holds, in `mode = "auto"`, as with [`STALL_DEMAND_PCT`]: a
+/// reaching for more than it holds, in `mode = "kernel"`, as with [`STALL_DEMAND_PCT`]: a
 /// server answering one request at a time stalls little (Redis under a balloon: PSI 0.1–1.6 %
 /// while a third of its dataset sat in swap) but refaults steadily.
 pub const REFAULT_DEMAND: u64 = 1 << 20;
@@ -479,7 +479,7 @@ mod tests {
         );
     }
 
-    /// In `auto` mode a shortage does not shrink the pool below the cgroups' usage (the
+    /// In `kernel` mode a shortage does not shrink the pool below the cgroups' usage (the
     /// kernel's reclaim takes what it needs from wherever memory is cold); headroom above the
     /// reserve still lets it grow, and host PSI cuts nothing.
     #[test]

@@ -272,15 +272,17 @@ pub enum CapacityMode {
     /// `memory.high` and `memory.reclaim` (the multi-gen LRU reclaims below `memory.low`);
     /// otherwise `memory.high` is only lowered for a configured `max`. A managed cgroup
     /// faulting memory back ([`crate::capacity::REFAULT_DEMAND`]) or stalling on it
-    /// ([`crate::capacity::STALL_DEMAND_PCT`]) reaches for more than it holds. `"kernel"`
-    /// is its earlier name.
-    #[serde(alias = "kernel")]
+    /// ([`crate::capacity::STALL_DEMAND_PCT`]) reaches for more than it holds. Written
+    /// `mode = "kernel"` (issue 11's name for its first version).
+    #[serde(rename = "kernel")]
     Auto,
     /// Defend a reserve: shrink the pool by the shortfall of MemAvailable below the reserve
     /// and under host PSI, and enforce it with `memory.reclaim` and `memory.high` (the law
     /// that was `auto` before it became work-conserving): the managed cgroups pay for the
-    /// whole shortage, and the host's free memory stays above the reserve. The default.
+    /// whole shortage, and the host's free memory stays above the reserve. The default;
+    /// `"auto"` is its earlier name, so configs written for it keep their law.
     #[default]
+    #[serde(alias = "auto")]
     Reserve,
     /// A fixed size or share of MemTotal, enforced like `reserve`.
     Fixed,
@@ -290,12 +292,12 @@ pub enum CapacityMode {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CapacityConfig {
-    /// `auto` (work-conserving, the default), `reserve` or `fixed`.
+    /// `reserve` (the default; `auto` reads as it), `kernel` (work-conserving) or `fixed`.
     pub mode: CapacityMode,
     /// With `mode = "fixed"`: bytes or a percentage of MemTotal.
     pub fixed: Option<Amount>,
     /// With `mode = "reserve"`: MemAvailable to keep free: `"watermarks"` (the kernel's
-    /// reclaim band), bytes, or % of MemTotal. With `mode = "auto"`: MemAvailable above it is
+    /// reclaim band), bytes, or % of MemTotal. With `mode = "kernel"`: MemAvailable above it is
     /// headroom the pool may grow into while the kernel is not reclaiming.
     pub reserve: Reserve,
     /// With `mode = "reserve"`: host memory PSI `some avg10` (%) above which the pool shrinks.
@@ -462,7 +464,7 @@ pub struct Config {
     pub min_floor: Size,
     /// Raise the `memory.low` of managed cgroups' ancestors to the sum of their descendants'
     /// entitlements (never lower than their own value), since the kernel caps a cgroup's
-    /// protection by its ancestors'. The work-conserving law (`mode = "auto"`) splits by
+    /// protection by its ancestors'. The work-conserving law (`mode = "kernel"`) splits by
     /// `memory.low`, which protects nothing under a parent whose own is 0 (systemd's
     /// `machine.slice`, measured in docs/design.md): turn it on with that mode.
     pub protect_ancestors: bool,
@@ -838,8 +840,14 @@ mod tests {
         assert!(cfg.enforce);
         assert_eq!(cfg.capacity.mode, CapacityMode::Reserve);
         assert!(!cfg.protect_ancestors);
-        let (kernel, _) = parse("[capacity]\nmode = \"kernel\"").expect("the earlier name");
+        let (kernel, _) = parse("[capacity]\nmode = \"kernel\"").expect("work-conserving");
         assert_eq!(kernel.capacity.mode, CapacityMode::Auto);
+        let (auto, _) = parse("[capacity]\nmode = \"auto\"").expect("the earlier name");
+        assert_eq!(
+            auto.capacity.mode,
+            CapacityMode::Reserve,
+            "old configs keep their law"
+        );
         assert_eq!(cfg.capacity.hysteresis, None, "half the reserve");
         assert_eq!(rules.depth(), 0);
         for (text, want) in [

@@ -102,7 +102,7 @@ pub struct Knobs {
     pub guard: Amount,
     /// Centre the guard on the target: memory.high half a guard above it and memory.reclaim
     /// half a guard below it, so that a cgroup refaulting into its guard between ticks holds
-    /// its target on average, not up to a guard more (`auto`'s enforcement, where the pool is
+    /// its target on average, not up to a guard more (`kernel`'s enforcement, where the pool is
     /// what the cgroups hold and the guards are not taken out of it).
     pub centre: bool,
 }
@@ -290,7 +290,7 @@ mod tests {
         }
     }
 
-    /// `auto`'s enforcement centres the guard on the target: memory.high half a guard above
+    /// `kernel`'s enforcement centres the guard on the target: memory.high half a guard above
     /// it, memory.reclaim half a guard below it, so the sawtooth of refaults between ticks
     /// averages the target (Table-2 on 6.12 with the guard above the target: the held-back
     /// cgroup held +7.4 % and the other −14.7 %).

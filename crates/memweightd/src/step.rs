@@ -82,7 +82,7 @@ pub struct Step {
     /// `None` when the policy rejected its inputs (a bug: nothing is written).
     pub rejected: Option<String>,
     /// The split is enforced beyond memory.low this tick: always in `reserve` and `fixed`; in
-    /// `auto` while the host is short and a cgroup reaching for memory is below its share.
+    /// `kernel` while the host is short and a cgroup reaching for memory is below its share.
     pub enforcing: bool,
     /// Per row, in order.
     pub cgroups: Vec<CgroupStep>,
@@ -126,7 +126,7 @@ pub fn step(
         carry,
     );
 
-    // `auto` (work-conserving): the kernel's reclaim decides the total, so the pool is not
+    // `kernel` (work-conserving): the kernel's reclaim decides the total, so the pool is not
     // shrunk for the guards either, a cgroup stalling on memory or faulting it back reaches
     // for more than it holds, and the split is carried by memory.low alone.
     let conserving = law.capacity.mode == CapacityMode::Auto;
@@ -186,7 +186,7 @@ pub fn step(
     if guards > 0 && rejected.is_none() {
         (plan, rejected) = plan_for(cap.bytes.saturating_sub(guards));
     }
-    // `auto`: memory.low carries the split, and the daemon goes beyond it only while the host
+    // `kernel`: memory.low carries the split, and the daemon goes beyond it only while the host
     // is short by the kernel's own measure and a cgroup that reaches for memory (faulting it
     // back, stalling, held at its memory.high) is below its share: the multi-gen LRU (6.12's
     // default) only moves a cgroup under its memory.low to the tail of its memcg LRU and
@@ -221,7 +221,7 @@ pub fn step(
                 // Work-conserving: memory.low carries the split; memory.high only follows a
                 // configured `max`, and the daemon reclaims nothing (see `ceiling` below).
                 _ if !enforcing => None,
-                // Enforcing in `auto`: only a cgroup above its share is held. One below it
+                // Enforcing in `kernel`: only a cgroup above its share is held. One below it
                 // keeps its own memory.high: capping it at its share of a total the kernel is
                 // shrinking turned each moment of the kernel's reclaim into a lasting ceiling
                 // (Table-2 on 6.12: both held, 93 % of the kernel default's total).
@@ -233,7 +233,7 @@ pub fn step(
                 Level::Floors => Some(0),
                 Level::Unconstrained => None,
             };
-            // In `auto` mode the split is the kernel's reclaim shaped by memory.low: each
+            // In `kernel` mode the split is the kernel's reclaim shaped by memory.low: each
             // cgroup is protected up to its weighted share of what they hold, so the kernel
             // takes memory outside the managed set and above the shares first, and a cgroup
             // below its share that faults memory back gets it from those above theirs. Only
@@ -651,7 +651,7 @@ mod tests {
         }
     }
 
-    /// `auto` (work-conserving) on Table-2 as the kernel default leaves it at the 500M step
+    /// `kernel` (work-conserving) on Table-2 as the kernel default leaves it at the 500M step
     /// (MemAvailable 0; weights 1:2 holding 150 / 211 MiB; the larger one swapping, stalled
     /// 14 %): the pool stays the 361 MiB they hold, and the split is carried by memory.low —
     /// the small one is protected up to its 120 MiB share only (the kernel takes the rest
@@ -844,7 +844,7 @@ mod tests {
                     let Some(ceiling) = d.ceiling else {
                         return Err(TestCaseError::fail(format!("reclaim {r} without a ceiling")));
                     };
-                    // `auto` centres the guard on the target: up to half a guard below it.
+                    // `kernel` centres the guard on the target: up to half a guard below it.
                     let below = if capacity.mode == CapacityMode::Auto {
                         law.guard.of(ceiling.max(d.floor)) / 2
                     } else {

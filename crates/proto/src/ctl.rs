@@ -332,7 +332,7 @@ pub struct Pool {
     #[serde(default)]
     pub reclaiming: bool,
     /// The split is enforced beyond `memory.low` (`memory.high` and `memory.reclaim` on the
-    /// cgroups above their share): always with `reserve` and `fixed` capacity; with `auto`
+    /// cgroups above their share): always with `reserve` and `fixed` capacity; with `kernel`
     /// while the host is short and a cgroup reaching for memory is below its share.
     #[serde(default)]
     pub enforcing: bool,
