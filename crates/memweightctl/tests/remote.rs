@@ -34,16 +34,25 @@ fn stderr_line(out: &Output) -> String {
 fn fake_daemon(dir: &Path, answer: String) -> (PathBuf, JoinHandle<String>) {
     let path = dir.join("fake.sock");
     let listener = UnixListener::bind(&path).expect("bind fake socket");
-    let handle = std::thread::spawn(move || {
+    let handle =
+        std::thread::spawn(move || serve(&listener, vec![answer]).pop().expect("one request"));
+    (path, handle)
+}
+
+/// Accepts one connection per answer, reads its request line and writes the answer; returns
+/// the requests in order.
+fn serve(listener: &UnixListener, answers: Vec<String>) -> Vec<String> {
+    let mut requests = Vec::new();
+    for answer in answers {
         let (mut s, _) = listener.accept().expect("accept");
         let mut line = String::new();
         BufReader::new(&s)
             .read_line(&mut line)
             .expect("read request");
         s.write_all(answer.as_bytes()).expect("answer");
-        line
-    });
-    (path, handle)
+        requests.push(line);
+    }
+    requests
 }
 
 fn status_reply() -> Reply {
@@ -306,19 +315,7 @@ fn help_completions_and_man_page() {
 fn scripted_daemon(dir: &Path, answers: Vec<String>) -> (PathBuf, JoinHandle<Vec<String>>) {
     let path = dir.join("scripted.sock");
     let listener = UnixListener::bind(&path).expect("bind fake socket");
-    let handle = std::thread::spawn(move || {
-        let mut requests = Vec::new();
-        for answer in answers {
-            let (mut s, _) = listener.accept().expect("accept");
-            let mut line = String::new();
-            BufReader::new(&s)
-                .read_line(&mut line)
-                .expect("read request");
-            s.write_all(answer.as_bytes()).expect("answer");
-            requests.push(line);
-        }
-        requests
-    });
+    let handle = std::thread::spawn(move || serve(&listener, answers));
     (path, handle)
 }
 
