@@ -392,50 +392,91 @@ impl CgroupFs {
             if depth >= max_depth {
                 continue;
             }
-            let dir = if rel.is_empty() {
-                self.root.clone()
-            } else {
-                self.root.join(&rel)
-            };
-            let listing = fs::read_dir(&dir);
-            let listing = if rel.is_empty() {
-                // The root vanishing is not a container exiting; report it.
-                listing.map(Some).map_err(|source| Error::Io {
-                    path: dir.clone(),
-                    source,
-                })
-            } else {
-                wrap(listing, &dir)
-            };
-            let Some(entries) = listing? else {
+            let Some(children) = self.list(&rel)? else {
                 continue; // removed since its parent was listed
             };
-            for entry in entries {
-                let Some(entry) = wrap(entry, &dir)? else {
-                    break;
-                };
-                let Some(file_type) = wrap(entry.file_type(), &entry.path())? else {
-                    continue;
-                };
-                if !file_type.is_dir() {
-                    continue;
-                }
-                let name = entry.file_name();
-                let Some(name) = name.to_str() else {
-                    tracing::debug!(dir = %dir.display(), name = ?name, "skipping cgroup with a non-UTF-8 name");
-                    continue;
-                };
-                let child = if rel.is_empty() {
-                    name.to_owned()
-                } else {
-                    format!("{rel}/{name}")
-                };
+            for child in children {
                 pending.push((child.clone(), depth + 1));
                 found.push(child);
             }
         }
         found.sort_unstable();
         Ok(found)
+    }
+
+    /// The child cgroups of `rel` (`""`: the root's), sorted, as paths relative to the root;
+    /// `Ok(None)` if `rel` is gone. Names that are not UTF-8 are skipped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Escape`] for a bad name, [`Error::Io`] if the directory cannot be listed for a
+    /// reason other than having been removed.
+    pub fn children(&self, rel: &str) -> Result<Option<Vec<String>>, Error> {
+        let mut found = self.list(rel)?;
+        if let Some(f) = &mut found {
+            f.sort_unstable();
+        }
+        Ok(found)
+    }
+
+    /// The child directories of `rel` in listing order; `Ok(None)` if it was removed (the root
+    /// vanishing is an error: that is not a container exiting).
+    ///
+    /// # Errors
+    ///
+    /// As [`CgroupFs::children`].
+    fn list(&self, rel: &str) -> Result<Option<Vec<String>>, Error> {
+        let dir = if rel.is_empty() {
+            self.root.clone()
+        } else {
+            self.resolve(rel)?
+        };
+        let listing = fs::read_dir(&dir);
+        let listing = if rel.is_empty() {
+            listing.map(Some).map_err(|source| Error::Io {
+                path: dir.clone(),
+                source,
+            })
+        } else {
+            wrap(listing, &dir)
+        };
+        let Some(entries) = listing? else {
+            return Ok(None);
+        };
+        let mut found = Vec::new();
+        for entry in entries {
+            let Some(entry) = wrap(entry, &dir)? else {
+                break;
+            };
+            let Some(file_type) = wrap(entry.file_type(), &entry.path())? else {
+                continue;
+            };
+            if !file_type.is_dir() {
+                continue;
+            }
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else {
+                tracing::debug!(dir = %dir.display(), name = ?name, "skipping cgroup with a non-UTF-8 name");
+                continue;
+            };
+            found.push(if rel.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{rel}/{name}")
+            });
+        }
+        Ok(Some(found))
+    }
+
+    /// Reads cgroup `rel`'s `memory.pressure`: `Ok(None)` if the cgroup is gone or the kernel
+    /// has no PSI.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Escape`] for a bad name, [`Error::Io`] or [`Error::Parse`] if the file cannot
+    /// be read or parsed.
+    pub fn pressure(&self, rel: &str) -> Result<Option<Psi>, Error> {
+        Reader::new(self.resolve(rel)?).read_psi("memory.pressure")
     }
 
     /// The cgroup's id: the inode number of its directory, which on cgroupfs is the kernel's

@@ -795,6 +795,8 @@ mod tests {
             guards: 0,
             held: false,
             reclaiming: false,
+            give: 0,
+            outside_stall: None,
             enforcing: false,
             total_usage: 4000 << 20,
             total_weight: 6,

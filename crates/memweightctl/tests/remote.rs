@@ -68,6 +68,8 @@ fn status_reply() -> Reply {
             guards: 0,
             held: false,
             reclaiming: false,
+            give: 0,
+            outside_stall: None,
             enforcing: false,
             total_usage: 6000 << 20,
             total_weight: 6,

@@ -2,7 +2,7 @@
 //!
 //! Pure: host numbers in, bytes out. Three modes.
 //!
-//! `kernel` (opt-in) is work-conserving: the kernel decides the total, the daemon only the
+//! `kernel` (the default) is work-conserving: the kernel decides the total, the daemon only the
 //! split. The pool is what the managed cgroups hold now, plus MemAvailable above the reserve
 //! while the kernel's global reclaim is idle. Whether it is idle is what the kernel itself
 //! says: `/proc/vmstat`'s `pgscan_kswapd` + `pgscan_direct` did not move since the last tick
@@ -12,8 +12,12 @@
 //! kernel's reclaim leaves them is theirs. The split is carried by `memory.low`, enforced with
 //! `memory.high`/`memory.reclaim` only on cgroups above their share while the host is short
 //! ([`Capacity::short`]) and a cgroup reaching for memory is below its share (step.rs).
+//! The managed cgroups do not take everything, though: while the host is short and the cgroups
+//! beside the managed set stall on memory ([`HostView::outside_stall`]), what is left outside
+//! is memory its owners use, and the pool gives [`Capacity::give`] to them
+//! ([`OUTSIDE_STALL_PCT`]).
 //!
-//! `reserve` (the default; `auto` reads as it) defends free memory: the pool is what
+//! `reserve` (`auto` reads as it; the default until issue 19) defends free memory: the pool is what
 //! the cgroups hold now plus what the host can still give before its free-memory reserve,
 //! minus a cut that grows while host memory PSI stays above a threshold and decays when it
 //! clears, enforced with `memory.reclaim` and `memory.high`. A shortage is measured the way
@@ -61,6 +65,11 @@ pub struct HostView {
     /// Pages the kernel's global reclaim has scanned since boot (`/proc/vmstat`
     /// `pgscan_kswapd` + `pgscan_direct`), when the file was read.
     pub reclaim_scanned: Option<u64>,
+    /// How much of the last tick the most stalled cgroup outside the managed set (and outside
+    /// the daemon's own) spent with a task waiting on memory, percent (`memory.pressure` `some
+    /// total`, read off the cgroups beside the managed ones: `crate::outside`); `None` without
+    /// PSI or on the first tick.
+    pub outside_stall: Option<f64>,
 }
 
 /// State carried from tick to tick.
@@ -79,6 +88,12 @@ pub struct Carry {
     pub short_for: u32,
     /// `kernel` enforced the split beyond memory.low at the last tick (`step` sets it).
     pub enforcing: bool,
+    /// What `kernel` gives of the pool to the host's services ([`Capacity::give`]).
+    pub give: u64,
+    /// The pool `give` is taken from: what the pool was when the giving began (`None` while
+    /// nothing is given). Held, so that what the daemon reclaims for it is not given again
+    /// next tick (no ratchet) and the cgroups grow back into it as `give` decays.
+    pub given_from: Option<u64>,
 }
 
 /// The capacity and how it was made, for `explain` and logs.
@@ -102,6 +117,12 @@ pub struct Capacity {
     /// The kernel reclaimed this tick or within the [`SHORT_TICKS`] − 1 before: the host is
     /// short, and in `kernel` mode the daemon may enforce the split beyond `memory.low`.
     pub short: bool,
+    /// `kernel`: bytes the pool gives to the host's services because the host is short and
+    /// what is left outside the managed set is memory its owners use ([`OUTSIDE_STALL_PCT`]):
+    /// the pool is what it was when the giving began less this (or what the cgroups hold, if
+    /// less), and its weighted shares are enforced, so the shortage is taken from the managed
+    /// cgroups by weight instead of from the host's services. 0 otherwise.
+    pub give: u64,
 }
 
 /// How many ticks after the kernel's global reclaim last ran the host still counts as short
@@ -119,6 +140,46 @@ pub const STALL_DEMAND_PCT: f64 = 1.0;
 /// server answering one request at a time stalls little (Redis under a balloon: PSI 0.1–1.6 %
 /// while a third of its dataset sat in swap) but refaults steadily.
 pub const REFAULT_DEMAND: u64 = 1 << 20;
+
+/// `kernel`: while the host is short and some cgroup outside the managed set stalls on memory
+/// for at least this share of a tick (%), memory.low protects too much — the kernel's reclaim,
+/// kept off the managed cgroups, is taking memory the host's own services use (host guest, 6.1,
+/// every container protected at what it held: journald's watchdog fired at the balloon's
+/// 320 MiB step) — and [`Capacity::give`] grows by [`GIVE_STEP`] of what the cgroups hold.
+pub const OUTSIDE_STALL_PCT: f64 = 5.0;
+
+/// How much of what the managed cgroups hold [`Capacity::give`] grows by in one tick of
+/// outside stall at [`OUTSIDE_STALL_PCT`]: 1/32 (about 3 %); in proportion to the stall above
+/// it, up to 1/4 of what they hold per tick (a host whose services stall 40 % of the time has
+/// no ten seconds to wait: under the balloon on the host guest, ticks came 5–10 s apart).
+pub const GIVE_STEP: u64 = 32;
+
+/// `give` decays by 1/`GIVE_DECAY` of itself each short tick without outside stall (half of
+/// it in under three ticks), and is 0 once the host is no longer short.
+pub const GIVE_DECAY: u64 = 4;
+
+/// This tick's [`Capacity::give`] in `kernel` mode.
+fn give_of(host: &HostView, carry: &Carry, short: bool) -> u64 {
+    if !short {
+        return 0;
+    }
+    if let Some(stall) = host.outside_stall.filter(|&s| s >= OUTSIDE_STALL_PCT) {
+        // Whole multiples of the threshold, 1 to 8 (f64 → u64 of a small positive number).
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let times = (stall / OUTSIDE_STALL_PCT).clamp(1.0, 8.0) as u64;
+        carry
+            .give
+            .saturating_add((host.total_usage / GIVE_STEP * times).max(1 << 20))
+            .min(host.total_usage)
+    } else {
+        let left = carry.give - carry.give / GIVE_DECAY;
+        if left < 1 << 20 {
+            0
+        } else {
+            left.min(host.total_usage)
+        }
+    }
+}
 
 /// The MemAvailable reserve this tick.
 fn reserve_of(cfg: &CapacityConfig, host: &HostView) -> u64 {
@@ -171,6 +232,7 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
                 held: false,
                 reclaiming,
                 short,
+                give: 0,
             },
             Carry {
                 scanned,
@@ -193,13 +255,19 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
             } else {
                 host.mem_available.saturating_sub(reserve)
             };
-            stateless(
-                host.total_usage
-                    .saturating_add(headroom)
-                    .min(host.mem_total.max(host.total_usage)),
-                reserve.saturating_sub(host.mem_available),
-                reserve,
-            )
+            let natural = host
+                .total_usage
+                .saturating_add(headroom)
+                .min(host.mem_total.max(host.total_usage));
+            let give = give_of(host, &carry, short);
+            let given_from = (give > 0).then(|| carry.given_from.unwrap_or(natural));
+            let bytes = given_from.map_or(natural, |from| natural.min(from.saturating_sub(give)));
+            let (mut cap, mut next) =
+                stateless(bytes, reserve.saturating_sub(host.mem_available), reserve);
+            cap.give = give;
+            next.give = give;
+            next.given_from = given_from;
+            (cap, next)
         }
         CapacityMode::Reserve => {
             let shortfall = reserve.saturating_sub(host.mem_available);
@@ -239,6 +307,7 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
                     held: kept.is_some(),
                     reclaiming,
                     short,
+                    give: 0,
                 },
                 Carry {
                     cut: next,
@@ -246,6 +315,8 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
                     scanned,
                     short_for,
                     enforcing: false,
+                    give: 0,
+                    given_from: None,
                 },
             )
         }
@@ -269,6 +340,7 @@ mod tests {
             own_stall: 0.0,
             cgroups: 2,
             reclaim_scanned: None,
+            outside_stall: None,
         }
     }
 
@@ -531,6 +603,79 @@ mod tests {
         // The other modes report it too.
         let (c, _) = capacity(&reserve(), &at(2000, 300 * MIB), k);
         assert!(c.reclaiming);
+    }
+
+    /// The defect: `kernel` protected every managed cgroup at what it held, so once the cold
+    /// memory outside them was gone the kernel's reclaim ground the host's own services
+    /// (host guest, 6.1, balloon at 320 MiB: journald's watchdog fired). While the host is
+    /// short and a cgroup beside the managed set stalls, `give` grows by 1/32 of what the
+    /// managed cgroups hold per tick and the pool is what it was when the giving began less
+    /// `give`; it decays when the stall clears, and is gone once the host is no longer short.
+    /// What the cgroups give does not shrink the pool again (no ratchet).
+    #[test]
+    fn regression_protection_starved_the_hosts_services() {
+        let cfg = CapacityConfig {
+            mode: CapacityMode::Auto,
+            ..reserve()
+        };
+        let at = |scanned, stall| HostView {
+            reclaim_scanned: Some(scanned),
+            outside_stall: stall,
+            ..host(20 * MIB, None)
+        };
+        let idle = Carry {
+            scanned: Some(0),
+            ..Carry::default()
+        };
+        let (c, k) = capacity(&cfg, &at(0, Some(50.0)), idle);
+        assert_eq!(
+            c.give, 0,
+            "stalled but the kernel is not reclaiming: not a shortage"
+        );
+        let (c, k) = capacity(&cfg, &at(10, Some(1.0)), k);
+        assert_eq!(c.give, 0, "short, the services beside calm");
+        let (c, k) = capacity(&cfg, &at(20, Some(OUTSIDE_STALL_PCT)), k);
+        let step = 600 * MIB / GIVE_STEP;
+        assert_eq!((c.give, c.bytes), (step, 600 * MIB - step));
+        assert_eq!(k.given_from, Some(600 * MIB));
+        let (c, k) = capacity(&cfg, &at(30, Some(2.0 * OUTSIDE_STALL_PCT)), k);
+        assert_eq!(
+            (c.give, c.bytes),
+            (3 * step, 600 * MIB - 3 * step),
+            "twice the stall"
+        );
+        // The cgroups gave what was asked: the pool is not taken from what they hold now.
+        let gave = |scanned, stall| HostView {
+            total_usage: 600 * MIB - 3 * step,
+            ..at(scanned, stall)
+        };
+        let (c, k) = capacity(&cfg, &gave(30, None), k);
+        let left = 3 * step - 3 * step / GIVE_DECAY;
+        assert_eq!(c.give, left, "short still, calm: decays");
+        assert_eq!(
+            c.bytes,
+            600 * MIB - 3 * step,
+            "what they hold: they grow back into it"
+        );
+        let (c, k) = capacity(&cfg, &gave(30, None), k);
+        assert_eq!(c.bytes, 600 * MIB - 3 * step);
+        assert!(c.give < left);
+        let mut k = k;
+        for _ in 0..SHORT_TICKS {
+            let (c, next) = capacity(&cfg, &at(30, Some(90.0)), k);
+            k = next;
+            assert!(c.give > 0 || !c.short);
+        }
+        assert_eq!(k.give, 0, "no longer short: all protected again");
+        // Never more than what they hold.
+        let mut k = Carry::default();
+        for i in 0..100 {
+            k = capacity(&cfg, &at(i, Some(99.0)), k).1;
+        }
+        assert_eq!(k.give, 600 * MIB);
+        // The other modes never give.
+        let (c, _) = capacity(&reserve(), &at(200, Some(99.0)), k);
+        assert_eq!(c.give, 0);
     }
 
     #[test]

@@ -273,15 +273,19 @@ pub enum CapacityMode {
     /// otherwise `memory.high` is only lowered for a configured `max`. A managed cgroup
     /// faulting memory back ([`crate::capacity::REFAULT_DEMAND`]) or stalling on it
     /// ([`crate::capacity::STALL_DEMAND_PCT`]) reaches for more than it holds. Written
-    /// `mode = "kernel"` (issue 11's name for its first version).
+    /// `mode = "kernel"` (issue 11's name for its first version). While the host is short
+    /// and the cgroups beside the managed set stall on memory, `memory.low` protects less of
+    /// the pool (`crate::capacity::OUTSIDE_STALL_PCT`), so that the host's own services are not
+    /// starved for the containers' sake. The default.
+    #[default]
     #[serde(rename = "kernel")]
     Auto,
     /// Defend a reserve: shrink the pool by the shortfall of MemAvailable below the reserve
     /// and under host PSI, and enforce it with `memory.reclaim` and `memory.high` (the law
     /// that was `auto` before it became work-conserving): the managed cgroups pay for the
-    /// whole shortage, and the host's free memory stays above the reserve. The default;
-    /// `"auto"` is its earlier name, so configs written for it keep their law.
-    #[default]
+    /// whole shortage, and the host's free memory stays above the reserve. `"auto"` is its
+    /// earlier name (and the default until the work-conserving law replaced it), so configs
+    /// written for it keep their law.
     #[serde(alias = "auto")]
     Reserve,
     /// A fixed size or share of MemTotal, enforced like `reserve`.
@@ -292,7 +296,7 @@ pub enum CapacityMode {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CapacityConfig {
-    /// `reserve` (the default; `auto` reads as it), `kernel` (work-conserving) or `fixed`.
+    /// `kernel` (work-conserving, the default), `reserve` (`auto` reads as it) or `fixed`.
     pub mode: CapacityMode,
     /// With `mode = "fixed"`: bytes or a percentage of MemTotal.
     pub fixed: Option<Amount>,
@@ -316,7 +320,7 @@ pub struct CapacityConfig {
 impl Default for CapacityConfig {
     fn default() -> Self {
         CapacityConfig {
-            mode: CapacityMode::Reserve,
+            mode: CapacityMode::Auto,
             fixed: None,
             reserve: Reserve::Watermarks,
             psi_threshold: 40.0,
@@ -466,7 +470,7 @@ pub struct Config {
     /// entitlements (never lower than their own value), since the kernel caps a cgroup's
     /// protection by its ancestors'. The work-conserving law (`mode = "kernel"`) splits by
     /// `memory.low`, which protects nothing under a parent whose own is 0 (systemd's
-    /// `machine.slice`, measured in docs/design.md): turn it on with that mode.
+    /// `machine.slice`, measured in docs/design.md): on by default with it.
     pub protect_ancestors: bool,
     /// `error`, `warn`, `info`, `debug` or `trace` (overridden by `RUST_LOG`).
     pub log_level: String,
@@ -495,7 +499,7 @@ impl Default for Config {
             idle_tax: 0,
             max_step: Amount::Percent(10.0),
             min_floor: Size(16 << 20),
-            protect_ancestors: false,
+            protect_ancestors: true,
             log_level: "info".to_owned(),
             capacity: CapacityConfig::default(),
             control: ControlConfig::default(),
@@ -838,8 +842,8 @@ mod tests {
         assert_eq!(cfg.cgroup_root, PathBuf::from("/sys/fs/cgroup"));
         assert_eq!(cfg.tick.0, Duration::from_secs(1));
         assert!(cfg.enforce);
-        assert_eq!(cfg.capacity.mode, CapacityMode::Reserve);
-        assert!(!cfg.protect_ancestors);
+        assert_eq!(cfg.capacity.mode, CapacityMode::Auto, "work-conserving");
+        assert!(cfg.protect_ancestors, "which splits by memory.low");
         let (kernel, _) = parse("[capacity]\nmode = \"kernel\"").expect("work-conserving");
         assert_eq!(kernel.capacity.mode, CapacityMode::Auto);
         let (auto, _) = parse("[capacity]\nmode = \"auto\"").expect("the earlier name");

@@ -20,9 +20,10 @@ use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
 use crate::capacity::Carry;
-use crate::config::{Config, Rules, Settings};
+use crate::config::{CapacityMode, Config, Rules, Settings};
 use crate::containers::{self, Containers, LabelError, Snapshot};
 use crate::decide::{self, Originals, Writes};
+use crate::outside::Outside;
 use crate::state::{Original, Override, State, StateStore};
 use crate::step::{self, CgroupStep, Law, Row, Step, effective_guard, held, limit_above};
 
@@ -171,6 +172,8 @@ pub struct Controller {
     cfg: Config,
     rules: Rules,
     fs: Arc<CgroupFs>,
+    /// How stalled the cgroups beside the managed set are (`kernel` capacity).
+    outside: Outside,
     proc: ProcFs,
     store: StateStore,
     state: State,
@@ -283,6 +286,11 @@ impl Controller {
             cfg,
             rules,
             fs: Arc::new(fs),
+            outside: Outside::new(
+                std::fs::read_to_string("/proc/self/cgroup")
+                    .ok()
+                    .and_then(|t| crate::outside::own_cgroup(&t)),
+            ),
             proc,
             store,
             state,
@@ -1231,6 +1239,16 @@ impl Controller {
         host: &HostSample,
     ) -> TickReport {
         let watermark_band = self.watermark_band();
+        // Only the work-conserving law reads the cgroups beside the managed set.
+        let outside_stall = if self.cfg.capacity.mode == CapacityMode::Auto {
+            self.outside.sample(
+                &self.fs,
+                self.managed.keys().map(String::as_str),
+                Instant::now(),
+            )
+        } else {
+            None
+        };
         // Every row is managed (sampling adopts what it finds); one that is not is left out.
         let (rows, law_rows): (Vec<&(String, Settings, CgroupSample)>, Vec<Row<'_>>) = rows
             .iter()
@@ -1267,7 +1285,14 @@ impl Controller {
             rejected,
             enforcing,
             cgroups: decided,
-        } = step::step(&law, &law_rows, host, watermark_band, self.carry);
+        } = step::step(
+            &law,
+            &law_rows,
+            host,
+            watermark_band,
+            outside_stall,
+            self.carry,
+        );
         self.carry = next;
         if let Some(e) = &rejected {
             // Inputs are validated by the config and the protocol; this is a bug.
@@ -1389,6 +1414,8 @@ impl Controller {
                 held: cap.held,
                 reclaiming: cap.reclaiming,
                 enforcing,
+                give: cap.give,
+                outside_stall,
                 total_usage: plan.total_usage,
                 total_weight: plan.total_weight,
                 pressure: plan.pressure,

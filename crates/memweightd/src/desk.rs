@@ -80,6 +80,8 @@ mod tests {
                     guards: 0,
                     held: false,
                     reclaiming: false,
+                    give: 0,
+                    outside_stall: None,
                     enforcing: false,
                     total_usage: 0,
                     total_weight: 0,

@@ -40,6 +40,7 @@ pub mod desk;
 pub mod logging;
 pub mod metrics;
 pub mod offline;
+pub mod outside;
 pub mod resident;
 pub mod server;
 pub mod state;

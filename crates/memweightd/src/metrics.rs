@@ -309,6 +309,16 @@ pub fn registry(snapshot: Option<&Snapshot>, metrics: &Metrics) -> Registry {
         "1 when the split is enforced beyond memory.low (memory.high, memory.reclaim) this tick.",
         i64::from(r.pool.enforcing),
     );
+    b.gauge(
+        "pool_give_bytes",
+        "kernel capacity: bytes memory.low leaves to the kernel while the cgroups beside the managed set stall.",
+        saturating_i64(r.pool.give),
+    );
+    b.gauge_f(
+        "outside_stall_percent",
+        "kernel capacity: highest share of the last tick a cgroup beside the managed set stalled on memory.",
+        r.pool.outside_stall.unwrap_or(0.0),
+    );
     b.gauge_f(
         "pool_own_stall_percent",
         "Host memory PSI some avg10 explained by the daemon's own throttling (not counted).",
@@ -681,6 +691,8 @@ mod tests {
                 guards: 0,
                 held: false,
                 reclaiming: false,
+                give: 0,
+                outside_stall: None,
                 enforcing: false,
                 total_usage: 6000 << 20,
                 total_weight: 6,

@@ -98,7 +98,7 @@ pub fn plan(file: &PlanFile) -> Result<PlanOutput, String> {
         psi: None,
         vmstat: None,
     };
-    let tick = step::step(&law, &rows, &host, None, Carry::default());
+    let tick = step::step(&law, &rows, &host, None, None, Carry::default());
     if let Some(e) = tick.rejected {
         return Err(e);
     }

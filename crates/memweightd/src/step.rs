@@ -89,13 +89,15 @@ pub struct Step {
 }
 
 /// One tick of the control law. `watermark_band` is the kernel's reclaim band when the reserve
-/// follows it; `carry` the capacity's state from the last tick.
+/// follows it; `outside_stall` how stalled the cgroups beside the managed set were
+/// ([`HostView::outside_stall`]); `carry` the capacity's state from the last tick.
 #[must_use]
 pub fn step(
     law: &Law<'_>,
     rows: &[Row<'_>],
     host: &HostSample,
     watermark_band: Option<u64>,
+    outside_stall: Option<f64>,
     carry: Carry,
 ) -> Step {
     let total_usage: u64 = rows.iter().map(|r| r.sample.current).sum();
@@ -122,6 +124,7 @@ pub fn step(
             own_stall,
             cgroups: rows.len(),
             reclaim_scanned: host.vmstat.map(|v| v.scanned()),
+            outside_stall,
         },
         carry,
     );
@@ -197,7 +200,13 @@ pub fn step(
     // excess above the shares, so it cannot ratchet below them.
     // Once started it lasts while the host stays short, so that the split does not flap as
     // the reaching cgroup reaches its share.
+    // While the host's own services stall beside the managed set, the pool has given part of
+    // what they held (capacity.rs, `Capacity::give`) and the shares of that smaller pool are
+    // enforced: the kernel's LRU sees a container's hot pages as hotter than a service's and,
+    // with the protection lowered alone, kept all three host-podman containers resident while
+    // the guest stalled (6.1, balloon 200–420 of 1024 MiB, 2026-11-25).
     let enforcing = !conserving
+        || cap.give > 0
         || (cap.short && carry.enforcing)
         || (cap.short
             && rows
@@ -626,7 +635,7 @@ mod tests {
                 guard: Amount::Percent(guard),
                 idle_tax: 0,
             };
-            let out = step(&law, &rows, &host, None, Carry::default());
+            let out = step(&law, &rows, &host, None, None, Carry::default());
             assert!(
                 out.guards.abs_diff(reserved) <= 1,
                 "8 % of the first plan's 400 MiB of targets: {}",
@@ -689,7 +698,7 @@ mod tests {
         let names = names(&stalled);
         for cgs in [&stalled, &refaulting] {
             let rows = rows(cgs, &names);
-            let out = step(&law, &rows, &at(100), band, idle);
+            let out = step(&law, &rows, &at(100), band, None, idle);
             assert_eq!(
                 out.capacity.bytes,
                 361 * MIB,
@@ -714,7 +723,7 @@ mod tests {
             assert_eq!(out.cgroups[1].writes.low, Some(Limit::Bytes(240 * MIB)));
 
             // The kernel reclaimed since the last tick: the split is enforced.
-            let out = step(&law, &rows, &at(150), band, idle);
+            let out = step(&law, &rows, &at(150), band, None, idle);
             assert!(out.capacity.short && out.enforcing);
             assert_eq!(out.capacity.bytes, 361 * MIB, "still what they hold");
             assert_eq!(out.guards, 0, "the guards are not taken out of the pool");
@@ -734,7 +743,7 @@ mod tests {
             // ... and stays so for a few quiet ticks, then lets go.
             let mut carry = out.next;
             for tick in 1..=capacity::SHORT_TICKS {
-                let out = step(&law, &rows, &at(150), band, carry);
+                let out = step(&law, &rows, &at(150), band, None, carry);
                 assert_eq!(out.enforcing, tick < capacity::SHORT_TICKS, "tick {tick}");
                 carry = out.next;
             }
@@ -744,11 +753,79 @@ mod tests {
             plain(150 * MIB, 1, 0.5, 0),
             plain(211 * MIB, 2, 0.5, MIB / 2),
         ];
-        let out = step(&law, &rows(&calm, &names), &at(150), band, idle);
+        let out = step(&law, &rows(&calm, &names), &at(150), band, None, idle);
         assert_eq!(out.plan.level, Level::Unconstrained);
         assert!(!out.enforcing, "short, but nobody reaches");
         assert!(out.cgroups.iter().all(|c| c.writes.high.is_none()));
         assert_eq!(out.cgroups[0].writes.low, Some(Limit::Bytes(148 * MIB)));
+    }
+
+    /// `kernel` while the host is short and the cgroups beside the managed set stall: the pool
+    /// gives `give` and the weighted shares of what is left are enforced (the kernel's LRU
+    /// would rather take the services' memory than a container's hot pages): the weight-1
+    /// cgroup, above its share, is held and reclaimed towards it, the weight-2 one keeps
+    /// what it holds; memory.low follows the shares.
+    #[test]
+    fn kernel_gives_to_the_services_beside_by_weight() {
+        let capacity = CapacityConfig {
+            mode: CapacityMode::Auto,
+            ..CapacityConfig::default()
+        };
+        let law = shipped_law(&capacity);
+        let at = |scanned: u64| HostSample {
+            vmstat: Some(memweight_cgroupfs::Vmstat {
+                pgscan_kswapd: scanned,
+                ..Default::default()
+            }),
+            ..short_host(None)
+        };
+        let cgs = [plain(160 * MIB, 1, 0.0, 0), plain(160 * MIB, 2, 0.0, 0)];
+        let names = names(&cgs);
+        let rows = rows(&cgs, &names);
+        let carry = Carry {
+            scanned: Some(100),
+            ..Carry::default()
+        };
+        let out = step(&law, &rows, &at(150), None, Some(1.0), carry);
+        assert_eq!(out.capacity.give, 0, "short, the services beside calm");
+        let lows = |out: &Step| -> Vec<u64> {
+            out.cgroups
+                .iter()
+                .map(|c| match c.writes.low {
+                    Some(Limit::Bytes(l)) => l / MIB,
+                    other => panic!("memory.low not written: {other:?}"),
+                })
+                .collect()
+        };
+        assert_eq!(
+            lows(&out),
+            [160, 160],
+            "nobody reaches: each keeps what it holds"
+        );
+        let mut carry = out.next;
+        let mut out = out;
+        for i in 0..8 {
+            out = step(&law, &rows, &at(200 + i), None, Some(5.0), carry);
+            carry = out.next;
+        }
+        assert_eq!(out.capacity.give, 8 * (320 * MIB / capacity::GIVE_STEP));
+        assert_eq!(
+            out.capacity.bytes,
+            240 * MIB,
+            "what they held, less the give"
+        );
+        assert!(out.enforcing);
+        assert_eq!(lows(&out), [80, 160], "the shares of 240 MiB at 1:2");
+        let small = &out.cgroups[0];
+        assert_eq!(small.ceiling, Some(80 * MIB));
+        assert!(
+            small.writes.reclaim.is_some_and(|r| r > 0),
+            "{:?}",
+            small.writes
+        );
+        assert!(matches!(small.writes.high, Some(Limit::Bytes(h)) if h < 160 * MIB));
+        let big = &out.cgroups[1];
+        assert_eq!((big.writes.high, big.writes.reclaim), (None, None));
     }
 
     /// Work-conserving: a configured `max` is still enforced with memory.high (and reclaim),
@@ -764,7 +841,14 @@ mod tests {
         let mut cgs = [plain(150 * MIB, 1, 0.0, 0), plain(211 * MIB, 2, 0.0, 0)];
         cgs[1].settings.max = Some(100 * MIB);
         let names = names(&cgs);
-        let out = step(&law, &rows(&cgs, &names), &host, None, Carry::default());
+        let out = step(
+            &law,
+            &rows(&cgs, &names),
+            &host,
+            None,
+            None,
+            Carry::default(),
+        );
         assert_eq!(out.cgroups[0].writes.high, None);
         assert_eq!(out.cgroups[1].ceiling, Some(100 * MIB));
         assert!(
@@ -805,8 +889,8 @@ mod tests {
             };
             let names = names(&cgs);
             let rows = rows(&cgs, &names);
-            let carry = Carry { cut: cut * MIB, held: held.map(|(pool, n)| (pool * MIB, n)), scanned: None, short_for: 0, enforcing: false };
-            let out = step(&law, &rows, &host, band.map(|b| b * MIB), carry);
+            let carry = Carry { cut: cut * MIB, held: held.map(|(pool, n)| (pool * MIB, n)), scanned: None, short_for: 0, enforcing: false, give: 0, given_from: None };
+            let out = step(&law, &rows, &host, band.map(|b| b * MIB), None, carry);
             prop_assert_eq!(out.cgroups.len(), rows.len());
             prop_assert!(out.rejected.is_none(), "{:?}", out.rejected);
             for (c, d) in cgs.iter().zip(&out.cgroups) {
@@ -887,7 +971,7 @@ mod tests {
                 .collect();
             let names = names(&cgs);
             let rows = rows(&cgs, &names);
-            let out = step(&law, &rows, &host, None, Carry::default());
+            let out = step(&law, &rows, &host, None, None, Carry::default());
             for (c, d) in cgs.iter().zip(&out.cgroups) {
                 let now = c.sample.high.bytes().unwrap_or(u64::MAX);
                 prop_assert!(

@@ -336,6 +336,15 @@ pub struct Pool {
     /// while the host is short and a cgroup reaching for memory is below its share.
     #[serde(default)]
     pub enforcing: bool,
+    /// `kernel` capacity: bytes of what the managed cgroups hold that `memory.low` leaves to
+    /// the kernel's reclaim this tick, because the host is short and the cgroups beside the
+    /// managed set stall on memory (their entitlements are scaled down by it, the split kept).
+    #[serde(default)]
+    pub give: u64,
+    /// `kernel` capacity: the highest share (%) of the last tick a cgroup beside the managed
+    /// set (and the daemon's own) had a task stalled on memory (`memory.pressure`).
+    #[serde(default)]
+    pub outside_stall: Option<f64>,
     /// TU: total usage of the managed cgroups.
     pub total_usage: u64,
     /// TW: total weight.
@@ -925,6 +934,8 @@ mod tests {
             guards: 0,
             held: false,
             reclaiming: false,
+            give: 0,
+            outside_stall: None,
             enforcing: false,
             total_usage: 6000 << 20,
             total_weight: 6,
