@@ -12,7 +12,7 @@ use clap::Parser;
 use memweightd::commands;
 use memweightd::config::Config;
 use memweightd::controller::Controller;
-use memweightd::metrics::{Metrics, Snapshot};
+use memweightd::metrics::{Metrics, Published};
 use memweightd::server::{Call, Server};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
@@ -329,7 +329,7 @@ async fn run(
                             "STATUS=managing {} cgroup(s), capacity {} MiB, usage {} MiB, {}",
                             r.cgroups.len(), r.pool.capacity >> 20, r.pool.total_usage >> 20,
                             if r.pool.pressure { "under pressure" } else { "no pressure" });
-                        snapshots.send_replace(Some(Arc::new(Snapshot {
+                        snapshots.send_replace(Some(Arc::new(Published {
                             report: r,
                             counters: ctl.counters().clone(),
                             at: Instant::now(),
