@@ -29,6 +29,8 @@
 //! * [`logging`]: native journal entries under systemd, one-line text on stderr otherwise.
 //! * [`metrics`]: the Prometheus endpoint, fed by snapshots the loop publishes.
 //! * [`resident`]: keeps the daemon's own memory locked in RAM.
+//! * [`systemd`]: readiness and watchdog notifications, and `tick` checked against the
+//!   service's watchdog.
 
 pub mod capacity;
 pub mod commands;
@@ -44,3 +46,4 @@ pub mod resident;
 pub mod server;
 pub mod state;
 pub mod step;
+pub mod systemd;
