@@ -961,6 +961,51 @@ mod tests {
         }
     }
 
+    /// Every check of `validate`, its message in full: the split into sections changed none.
+    #[test]
+    fn validation_messages_are_unchanged() {
+        let cases = [
+            "tick = \"0s\"",
+            "idle_tax = 100",
+            "max_step = \"0%\"",
+            "cgroup_root = \"rel\"",
+            "state_dir = \"rel\"",
+            "log_level = \"loud\"",
+            "[capacity]\nmode = \"fixed\"",
+            "[capacity]\npsi_threshold = 101",
+            "[control]\nsocket = \"rel.sock\"",
+            "[control]\ngroup = \"a/b\"",
+            "[metrics]\nlisten = \"localhost\"",
+            "[containers]\nrefresh = \"10ms\"",
+            "[containers]\nsocket = \"podman.sock\"",
+            "[containers]\nlabel_prefix = \"a b\"",
+            // Two mistakes: the first check's is reported.
+            "log_level = \"loud\"\n[capacity]\nmode = \"fixed\"",
+        ];
+        let got: Vec<String> = cases
+            .iter()
+            .map(|text| parse(text).expect_err(text).to_string())
+            .collect();
+        let want = [
+            "test.toml: tick: must be between 100ms and 10s, got 0ns",
+            "test.toml: idle_tax: must be 0..=99 (percent; 75 is VMware ESX's default), got 100",
+            "test.toml: max_step: 0% would never lower memory.high; use e.g. \"10%\" or \"64M\"",
+            "test.toml: cgroup_root: must be an absolute path",
+            "test.toml: state_dir: must be an absolute path",
+            "test.toml: log_level: must be error, warn, info, debug or trace, got \"loud\"",
+            "test.toml: capacity.fixed: mode = \"fixed\" needs a size, e.g. fixed = \"12G\" or \"80%\"",
+            "test.toml: capacity.psi_threshold: must be 0..=100 (percent), got 101",
+            "test.toml: control.socket: must be an absolute path, got \"rel.sock\"",
+            "test.toml: control.group: must be a group name like \"memweight\", got \"a/b\"",
+            "test.toml: metrics.listen: expected an address and port like \"127.0.0.1:9750\" or \"[::1]:9750\", got \"localhost\"",
+            "test.toml: containers.refresh: must be between 100ms and 1h, got 10ms",
+            "test.toml: containers.socket: must be an absolute path like \"/run/podman/podman.sock\", got \"podman.sock\"",
+            "test.toml: containers.label_prefix: must be a non-empty label prefix without spaces or `=`, like \"memweight.\", got \"a b\"",
+            "test.toml: log_level: must be error, warn, info, debug or trace, got \"loud\"",
+        ];
+        assert_eq!(got, want);
+    }
+
     #[test]
     fn control_and_metrics_sections() {
         let (cfg, _) = parse("").expect("defaults");
