@@ -172,6 +172,37 @@ fn usage_vs_baseline(
     }
 }
 
+/// Whether a control file of the cgroups matching `pattern` kept its value in every sample
+/// of the window `[from, to]`: `moved` says how it read (`memory.high = 300 MiB`) where it
+/// did not. The verdict (some sample seen, none moved), and the first that moved or how many
+/// samples were checked.
+fn stays(
+    scenario: &Scenario,
+    results: &Results,
+    pattern: &str,
+    (from, to): (u64, Option<u64>),
+    moved: impl Fn(&CgroupSample) -> Option<String>,
+) -> (bool, String) {
+    let mut seen = 0usize;
+    let mut first_bad = None;
+    for (i, name) in names(scenario, pattern) {
+        for s in results.samples.iter().filter(|s| in_window(s, from, to)) {
+            if let Some(c) = cg(s, i) {
+                seen += 1;
+                if first_bad.is_none()
+                    && let Some(read) = moved(c)
+                {
+                    first_bad = Some(format!("{name} {read} at {:.0}s", s.t));
+                }
+            }
+        }
+    }
+    (
+        seen > 0 && first_bad.is_none(),
+        first_bad.unwrap_or_else(|| format!("{seen} samples checked")),
+    )
+}
+
 fn one(check: &Check, scenario: &Scenario, results: &Results, summary: &Summary) -> Outcome {
     let out = |check: String, pass: bool, detail: String| Outcome {
         check,
@@ -239,26 +270,16 @@ fn one(check: &Check, scenario: &Scenario, results: &Results, summary: &Summary)
             from,
             to,
         } => {
-            let mut seen = 0usize;
-            let mut first_bad = None;
-            for (i, name) in names(scenario, cgroup) {
-                for s in results.samples.iter().filter(|s| in_window(s, *from, *to)) {
-                    if let Some(c) = cg(s, i) {
-                        seen += 1;
-                        if c.high != Some(*value) && first_bad.is_none() {
-                            first_bad = Some(format!(
-                                "{name} memory.high = {} at {:.0}s",
-                                c.high.map_or_else(|| "?".into(), human_limit),
-                                s.t
-                            ));
-                        }
-                    }
-                }
-            }
+            let (pass, detail) = stays(scenario, results, cgroup, (*from, *to), |c| {
+                (c.high != Some(*value)).then(|| {
+                    let shown = c.high.map_or_else(|| "?".into(), human_limit);
+                    format!("memory.high = {shown}")
+                })
+            });
             out(
                 format!("high-stays {cgroup} == {}", human_limit(*value)),
-                seen > 0 && first_bad.is_none(),
-                first_bad.unwrap_or_else(|| format!("{seen} samples checked")),
+                pass,
+                detail,
             )
         }
         Check::LowStays {
@@ -267,27 +288,13 @@ fn one(check: &Check, scenario: &Scenario, results: &Results, summary: &Summary)
             from,
             to,
         } => {
-            let mut seen = 0usize;
-            let mut first_bad = None;
-            for (i, name) in names(scenario, cgroup) {
-                for s in results.samples.iter().filter(|s| in_window(s, *from, *to)) {
-                    if let Some(c) = cg(s, i) {
-                        seen += 1;
-                        if c.low != Some(value.0) && first_bad.is_none() {
-                            first_bad = Some(format!(
-                                "{name} memory.low = {} at {:.0}s",
-                                c.low.map_or_else(|| "?".into(), |l| l.to_string()),
-                                s.t
-                            ));
-                        }
-                    }
-                }
-            }
-            out(
-                format!("low-stays {cgroup} == {value}"),
-                seen > 0 && first_bad.is_none(),
-                first_bad.unwrap_or_else(|| format!("{seen} samples checked")),
-            )
+            let (pass, detail) = stays(scenario, results, cgroup, (*from, *to), |c| {
+                (c.low != Some(value.0)).then(|| {
+                    let shown = c.low.map_or_else(|| "?".into(), |l| l.to_string());
+                    format!("memory.low = {shown}")
+                })
+            });
+            out(format!("low-stays {cgroup} == {value}"), pass, detail)
         }
         Check::DaemonAlive { from, until } => {
             let stop_at = scenario
@@ -576,6 +583,54 @@ check = "no-oom-kill"
         let verdict = &evaluate(&scenario, &r, &summary, &|_| None)[0];
         assert!(!verdict.pass, "{}", verdict.detail);
         assert!(verdict.detail.contains("only 2 of 3"), "{}", verdict.detail);
+    }
+
+    /// high-stays and low-stays share one loop: each names the first sample that moved, or
+    /// counts the samples it checked.
+    #[test]
+    fn stays_checks_name_the_first_sample_that_moved() {
+        let scenario = Scenario::parse(SCENARIO).expect("parses");
+        let r = results(Limit::Bytes(300 << 20), 5, 2);
+        let summary = summarize("x", "6.1", &scenario, &r, 1.0);
+        let check = |c: Check| {
+            let o = one(&c, &scenario, &r, &summary);
+            (o.check, o.pass, o.detail)
+        };
+        assert_eq!(
+            check(Check::HighStays {
+                cgroup: "c1".into(),
+                value: Limit::Max,
+                from: 1,
+                to: None,
+            }),
+            (
+                "high-stays c1 == max".into(),
+                false,
+                "c1 memory.high = 300M at 1s".into()
+            )
+        );
+        assert_eq!(
+            check(Check::LowStays {
+                cgroup: "c1".into(),
+                value: Size(5),
+                from: 1,
+                to: Some(2),
+            }),
+            ("low-stays c1 == 5".into(), true, "2 samples checked".into())
+        );
+        assert_eq!(
+            check(Check::LowStays {
+                cgroup: "*".into(),
+                value: Size(6),
+                from: 0,
+                to: None,
+            }),
+            (
+                "low-stays * == 6".into(),
+                false,
+                "c1 memory.low = 5 at 0s".into()
+            )
+        );
     }
 
     #[test]

@@ -7,9 +7,11 @@
 //! moves the test process into one of them for a moment, so never point it at a
 //! production host.
 //!
-//! In the guest: `MEMWEIGHT_TEST_CGROUP_ROOT=/sys/fs/cgroup ./kernel-<hash> --test-threads=1`
-//! (build it with `RUSTFLAGS=-Ctarget-feature=+crt-static cargo test -p
-//! memweight-cgroupfs --test kernel --no-run --target x86_64-unknown-linux-gnu`).
+//! The lab builds it with the guest programs (xtask `guest::KERNEL_TEST`: `cargo test
+//! --release --target x86_64-unknown-linux-gnu -p memweight-cgroupfs --test kernel --no-run`,
+//! static) as `/bin/cgroupfs-kernel-test`, and `tests/lab/scenarios/ci-cgroupfs-kernel.toml`
+//! runs it on both kernels: `MEMWEIGHT_TEST_CGROUP_ROOT=/sys/fs/cgroup cgroupfs-kernel-test
+//! --test-threads=1`.
 
 use std::fs;
 use std::path::{Path, PathBuf};

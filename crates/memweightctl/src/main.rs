@@ -26,6 +26,7 @@ use memweight_proto::ctl;
 
 mod client;
 mod generate;
+mod narrative;
 mod plan;
 mod remote;
 mod table;

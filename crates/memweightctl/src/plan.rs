@@ -1,7 +1,7 @@
 //! `memweightctl plan FILE|-`: the daemon's policy and control law, offline.
 //!
 //! Reads a plan file (see `memweight_proto::plan`), runs `memweight_policy::plan` on it for the
-//! targets and one tick of the daemon's own law (`memweightd::offline`) for the writes it
+//! targets and one tick of the daemon's own law (`memweight_law::plan_file`) for the writes it
 //! would make from the state the file gives, and prints a table or the `PlanOutput` JSON.
 //! A table unless `--output json` (the global `-o`), whether stdout is a terminal or not.
 
@@ -9,6 +9,7 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use clap::Args;
+use memweight_law::plan_file;
 use memweight_policy::human;
 use memweight_proto::plan::{PlanFile, PlanOutput};
 
@@ -27,7 +28,7 @@ pub(crate) struct PlanArgs {
 pub(crate) fn run(args: &PlanArgs, format: OutputFormat) -> Result<(), Failure> {
     let (label, text) = read_input(&args.file)?;
     let file = PlanFile::from_json(&text).map_err(|e| Failure::bad_input(&label, e))?;
-    let output = memweightd::offline::plan(&file).map_err(|e| Failure::bad_input(&label, e))?;
+    let output = plan_file::plan(&file).map_err(|e| Failure::bad_input(&label, e))?;
     let text = match format {
         OutputFormat::Json => {
             let mut s = serde_json::to_string_pretty(&output)
@@ -144,7 +145,7 @@ mod tests {
                 {"name": "c3", "usage": "2000M", "weight": 3}]}"#,
         )
         .expect("valid");
-        let text = render_table(&memweightd::offline::plan(&file).expect("valid"));
+        let text = render_table(&plan_file::plan(&file).expect("valid"));
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].contains("under pressure"), "{text}");
         assert!(lines[2].starts_with("NAME   WEIGHT   USAGE"), "{text}");

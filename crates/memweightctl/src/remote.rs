@@ -20,6 +20,7 @@ use memweight_proto::ctl::{
 };
 
 use crate::client::{self, Pause, Pauser, Wait, exit};
+use crate::narrative::narrative;
 use crate::table::Table;
 use crate::{Failure, Global, OutputFormat, print};
 
@@ -327,7 +328,7 @@ fn json(reply: &Reply) -> Result<String, Failure> {
         Reply::Status(s) => serde_json::to_value(s),
         Reply::Explain(e) => serde_json::to_value(e).map(|mut v| {
             if let Some(obj) = v.as_object_mut() {
-                obj.insert("narrative".into(), e.narrative().into());
+                obj.insert("narrative".into(), narrative(e).into());
             }
             v
         }),
@@ -730,7 +731,7 @@ fn explain_text(e: &Explanation) -> String {
     kv("state", c.state.clone());
     let mut out = t.render();
     out.push_str("\nwhy:\n");
-    for line in e.narrative() {
+    for line in narrative(e) {
         out.push_str("  ");
         out.push_str(&line);
         out.push('\n');
@@ -746,10 +747,10 @@ fn reloaded_text(r: &Reloaded) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn status_row(cgroup: &str, overridden: bool) -> CgroupStatus {
+    pub(crate) fn status_row(cgroup: &str, overridden: bool) -> CgroupStatus {
         CgroupStatus {
             cgroup: cgroup.into(),
             weight: 3,
@@ -783,7 +784,7 @@ mod tests {
         }
     }
 
-    fn pool() -> Pool {
+    pub(crate) fn pool() -> Pool {
         Pool {
             tick: 3,
             enforce: true,

@@ -15,7 +15,7 @@ use memweight_proto::ctl::{
 };
 use tracing::{info, warn};
 
-use crate::config::{Config, Settings};
+use crate::config::Settings;
 use crate::controller::{Controller, Found, TickReport};
 use crate::server::Call;
 use crate::state::Override;
@@ -129,7 +129,7 @@ pub fn reload(ctl: &mut Controller, config_path: &Path) -> Result<Reloaded, Erro
         warn!(config = %config_path.display(), error = %reply.message, "reload refused");
         reply
     };
-    let (cfg, rules) = Config::load(config_path).map_err(|e| invalid(&e))?;
+    let (cfg, rules) = crate::systemd::load_config(config_path).map_err(|e| invalid(&e))?;
     if cfg.control != ctl.config().control || cfg.metrics != ctl.config().metrics {
         warn!("[control] and [metrics] changes take effect at the next restart");
     }

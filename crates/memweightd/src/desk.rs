@@ -3,7 +3,7 @@
 //!
 //! The loop handles commands between ticks only, and a first tick that adopts thousands of
 //! cgroups can take seconds. `status` needs nothing but the last tick's report, which the loop
-//! publishes after every tick (the same [`Snapshot`] `/metrics` reads), so the desk answers it
+//! publishes after every tick (the same [`Published`] `/metrics` reads), so the desk answers it
 //! from there at once; `version` needs no state at all and is answered here too. Every other
 //! command (`set`, `unset`, `get`, `explain`, `reload`) reads or changes the
 //! [`crate::controller::Controller`] and goes on to the loop, which stays the one owner of
@@ -13,12 +13,16 @@
 use memweight_proto::ctl::{Command, ErrorReply, Outcome, Reply, Status};
 use tokio::sync::mpsc;
 
-use crate::metrics::{Snapshot, Snapshots};
+use crate::metrics::{Published, PublishedRx};
 use crate::server::Call;
 
 /// Serves calls from the socket until it closes: `status` from the newest snapshot, the rest
 /// forwarded to the loop.
-pub async fn serve(mut calls: mpsc::Receiver<Call>, to_loop: mpsc::Sender<Call>, snaps: Snapshots) {
+pub async fn serve(
+    mut calls: mpsc::Receiver<Call>,
+    to_loop: mpsc::Sender<Call>,
+    snaps: PublishedRx,
+) {
     while let Some(call) = calls.recv().await {
         let snapshot = snaps.borrow().clone();
         match (&call.command, snapshot) {
@@ -48,7 +52,7 @@ pub async fn serve(mut calls: mpsc::Receiver<Call>, to_loop: mpsc::Sender<Call>,
 
 /// The `status` reply for a published snapshot.
 #[must_use]
-pub fn status(s: &Snapshot) -> Outcome {
+pub fn status(s: &Published) -> Outcome {
     Outcome::Ok(Reply::Status(Status {
         pool: s.report.pool.clone(),
         cgroups: s.report.cgroups.clone(),
@@ -66,8 +70,8 @@ mod tests {
     use super::*;
     use crate::controller::{Counters, TickReport};
 
-    fn snapshot(tick: u64) -> Arc<Snapshot> {
-        Arc::new(Snapshot {
+    fn snapshot(tick: u64) -> Arc<Published> {
+        Arc::new(Published {
             report: Arc::new(TickReport {
                 pool: Pool {
                     tick,

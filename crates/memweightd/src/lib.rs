@@ -12,13 +12,11 @@
 //!              memory.reclaim   (on the blocking pool, when the Controller allows them)
 //! ```
 //!
-//! * [`config`]: the TOML file, validated.
+//! * [`config`], [`capacity`], [`decide`], [`step`]: the configuration and the control law
+//!   of one tick as one pure function, re-exported from `memweight-law` (shared with
+//!   `memweightctl plan`); what the tests and proptests drive.
 //! * [`containers`]: container names and labels from the podman/docker API, refreshed by a
 //!   background task the loop never waits on.
-//! * [`capacity`]: the pool size from host MemAvailable and PSI (pure).
-//! * [`decide`]: from the plan to control-file values under the safety rules (pure).
-//! * [`step`]: the whole control law of one tick as one pure function (capacity, floors,
-//!   hidden demand, the policy, [`decide`]); what the tests and proptests drive.
 //! * [`controller`]: the state owner: discovery, adoption, sampling, enforcement, restore.
 //! * [`state`]: originals and overrides that survive restarts (atomic JSON).
 //! * [`server`]: the control socket: requests in, typed commands to the loop, replies out.
@@ -29,19 +27,21 @@
 //! * [`logging`]: native journal entries under systemd, one-line text on stderr otherwise.
 //! * [`metrics`]: the Prometheus endpoint, fed by snapshots the loop publishes.
 //! * [`resident`]: keeps the daemon's own memory locked in RAM.
+//! * [`systemd`]: readiness and watchdog notifications, and `tick` checked against the
+//!   service's watchdog.
 
-pub mod capacity;
 pub mod commands;
-pub mod config;
 pub mod containers;
 pub mod controller;
-pub mod decide;
 pub mod desk;
 pub mod logging;
 pub mod metrics;
-pub mod offline;
 pub mod outside;
 pub mod resident;
 pub mod server;
 pub mod state;
-pub mod step;
+pub mod systemd;
+
+// The law lives in memweight-law (memweightctl plan runs it too); its modules keep their
+// paths here.
+pub use memweight_law::{capacity, config, decide, step};

@@ -12,8 +12,9 @@ use clap::Parser;
 use memweightd::commands;
 use memweightd::config::Config;
 use memweightd::controller::Controller;
-use memweightd::metrics::{Metrics, Snapshot};
+use memweightd::metrics::{Metrics, Published};
 use memweightd::server::{Call, Server};
+use memweightd::systemd::{self, notify};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
@@ -52,7 +53,7 @@ fn main() -> ExitCode {
         return print_man();
     }
     if let Some(path) = &args.check_config {
-        return match Config::load(path) {
+        return match systemd::load_config(path) {
             Ok((cfg, rules)) => {
                 println!(
                     "{}: ok ({} rule(s), root {}, tick {:?}, {})",
@@ -74,7 +75,7 @@ fn main() -> ExitCode {
     if args.restore {
         return restore_mode(&args.config);
     }
-    let (cfg, rules) = match Config::load(&args.config) {
+    let (cfg, rules) = match systemd::load_config(&args.config) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("memweightd: {e}");
@@ -123,7 +124,7 @@ fn main() -> ExitCode {
             error!("memweightd panicked; restoring every recorded original before exiting");
             // The file as last reloaded names the state directory in use; the start-up
             // configuration if it cannot be read now.
-            let cfg = Config::load(&config_path).map_or(startup, |(c, _)| c);
+            let cfg = systemd::load_config(&config_path).map_or(startup, |(c, _)| c);
             restore_all(cfg);
             ExitCode::from(101)
         }
@@ -153,7 +154,7 @@ fn print_man() -> ExitCode {
 
 /// `memweightd --restore`.
 fn restore_mode(config: &std::path::Path) -> ExitCode {
-    let cfg = match Config::load(config) {
+    let cfg = match systemd::load_config(config) {
         Ok((cfg, _)) => cfg,
         Err(e) => {
             eprintln!(
@@ -329,7 +330,7 @@ async fn run(
                             "STATUS=managing {} cgroup(s), capacity {} MiB, usage {} MiB, {}",
                             r.cgroups.len(), r.pool.capacity >> 20, r.pool.total_usage >> 20,
                             if r.pool.pressure { "under pressure" } else { "no pressure" });
-                        snapshots.send_replace(Some(Arc::new(Snapshot {
+                        snapshots.send_replace(Some(Arc::new(Published {
                             report: r,
                             counters: ctl.counters().clone(),
                             at: Instant::now(),
@@ -362,20 +363,6 @@ fn new_interval(period: Duration) -> tokio::time::Interval {
     let mut interval = tokio::time::interval(period);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     interval
-}
-
-fn notify(states: &[&str]) {
-    let states: Vec<sd_notify::NotifyState<'_>> = states
-        .iter()
-        .map(|s| match *s {
-            "READY=1" => sd_notify::NotifyState::Ready,
-            "WATCHDOG=1" => sd_notify::NotifyState::Watchdog,
-            "STOPPING=1" => sd_notify::NotifyState::Stopping,
-            other => sd_notify::NotifyState::Status(other.trim_start_matches("STATUS=")),
-        })
-        .collect();
-    // Not running under systemd (NOTIFY_SOCKET unset) is fine: notify is then a no-op.
-    let _ = sd_notify::notify(&states);
 }
 
 /// The process's CPU time so far (user + system, every thread); `None` if it cannot be read.

@@ -1,7 +1,7 @@
 //! The Prometheus endpoint: `/metrics` and `/healthz` over HTTP/1.
 //!
-//! The control loop publishes a [`Snapshot`] (the last [`TickReport`] and the [`Counters`])
-//! on a `tokio::sync::watch` channel after every tick; a scrape builds a fresh
+//! The control loop publishes what it saw ([`Published`]: the last [`TickReport`] and the
+//! [`Counters`]) on a `tokio::sync::watch` channel after every tick; a scrape builds a fresh
 //! `prometheus-client` registry from the latest snapshot, so the series of a cgroup that
 //! vanished are simply not there any more. Only the tick-duration histogram lives across
 //! scrapes ([`Metrics`]), observed by the loop.
@@ -44,7 +44,7 @@ pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; char
 
 /// What the control loop publishes after each tick.
 #[derive(Debug, Clone)]
-pub struct Snapshot {
+pub struct Published {
     /// The tick's report (shared with the controller).
     pub report: Arc<TickReport>,
     /// Counters since start.
@@ -55,8 +55,8 @@ pub struct Snapshot {
     pub interval: Duration,
 }
 
-/// The receiving side of the snapshot channel.
-pub type Snapshots = watch::Receiver<Option<Arc<Snapshot>>>;
+/// The receiving side of the channel [`Published`] goes out on.
+pub type PublishedRx = watch::Receiver<Option<Arc<Published>>>;
 
 /// Metrics that accumulate across ticks: the tick-duration histogram.
 #[derive(Debug, Clone)]
@@ -217,7 +217,7 @@ pub const COMMIT: &str = env!("MEMWEIGHT_GIT_COMMIT");
 
 /// Builds the registry for one scrape.
 #[must_use]
-pub fn registry(snapshot: Option<&Snapshot>, metrics: &Metrics) -> Registry {
+pub fn registry(snapshot: Option<&Published>, metrics: &Metrics) -> Registry {
     let mut b = Builder {
         registry: Registry::with_prefix("memweight"),
     };
@@ -491,7 +491,7 @@ pub fn registry(snapshot: Option<&Snapshot>, metrics: &Metrics) -> Registry {
 
 /// One scrape's body in `format`.
 #[must_use]
-pub fn render(snapshot: Option<&Snapshot>, metrics: &Metrics, format: Format) -> String {
+pub fn render(snapshot: Option<&Published>, metrics: &Metrics, format: Format) -> String {
     let reg = registry(snapshot, metrics);
     let mut text = String::new();
     if let Err(e) = encode(&mut text, &reg) {
@@ -508,7 +508,11 @@ pub fn render(snapshot: Option<&Snapshot>, metrics: &Metrics, format: Format) ->
 /// `/healthz`: healthy while ticks keep coming (within 3 intervals, at least 10 s), and for
 /// the first 30 s before the first tick.
 #[must_use]
-pub fn health(snapshot: Option<&Snapshot>, now: Instant, started: Instant) -> (StatusCode, String) {
+pub fn health(
+    snapshot: Option<&Published>,
+    now: Instant,
+    started: Instant,
+) -> (StatusCode, String) {
     match snapshot {
         None if now.duration_since(started) < Duration::from_secs(30) => {
             (StatusCode::OK, "starting\n".into())
@@ -546,7 +550,7 @@ fn respond(status: StatusCode, content_type: &'static str, body: String) -> Resp
 
 fn route(
     req: &Request<Incoming>,
-    snapshots: &Snapshots,
+    snapshots: &PublishedRx,
     metrics: &Metrics,
     started: Instant,
 ) -> Response<Full<Bytes>> {
@@ -607,7 +611,7 @@ impl Default for Limits {
 /// Binds `addr` and serves on it until the process ends. A failed bind (port in use, or an
 /// address that is not up yet, like 127.0.0.1 before `lo` is up in a bare initramfs) is logged
 /// once as a warning and retried every 5 s: metrics never stop the daemon from managing memory.
-pub async fn serve_addr(addr: std::net::SocketAddr, snapshots: Snapshots, metrics: Metrics) {
+pub async fn serve_addr(addr: std::net::SocketAddr, snapshots: PublishedRx, metrics: Metrics) {
     let mut warned = false;
     let listener = loop {
         match TcpListener::bind(addr).await {
@@ -628,7 +632,12 @@ pub async fn serve_addr(addr: std::net::SocketAddr, snapshots: Snapshots, metric
 }
 
 /// Serves `/metrics` and `/healthz` on `listener` until the process ends, within `limits`.
-pub async fn serve(listener: TcpListener, snapshots: Snapshots, metrics: Metrics, limits: Limits) {
+pub async fn serve(
+    listener: TcpListener,
+    snapshots: PublishedRx,
+    metrics: Metrics,
+    limits: Limits,
+) {
     let started = Instant::now();
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let mut refused: u64 = 0;
@@ -743,8 +752,8 @@ mod tests {
         }
     }
 
-    fn snapshot(paths: &[&str]) -> Snapshot {
-        Snapshot {
+    fn snapshot(paths: &[&str]) -> Published {
+        Published {
             report: Arc::new(report(paths)),
             counters: Counters {
                 writes_high: 4,
@@ -757,14 +766,14 @@ mod tests {
 
     /// A snapshot in which every series exists: both host PSI values, a `memory.high`, a
     /// container name.
-    fn full_snapshot() -> Snapshot {
+    fn full_snapshot() -> Published {
         let mut r = report(&["machine.slice/libpod-0123.scope"]);
         r.pool.host_psi_full_avg10 = Some(1.5);
         for c in &mut r.cgroups {
             c.high = Some(1 << 30);
             c.container = Some("web".to_owned());
         }
-        Snapshot {
+        Published {
             report: Arc::new(r),
             counters: Counters::default(),
             at: Instant::now(),

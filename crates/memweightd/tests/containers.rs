@@ -585,12 +585,9 @@ async fn set_by_container_name_beats_the_label_through_the_control_socket() {
     .await
     {
         Ok(Reply::Explain(e)) => {
-            let text = e.narrative().join("\n");
-            assert!(text.contains("container web: weight 300"), "{text}");
-            assert!(
-                text.contains("runtime override (memweightctl set)"),
-                "{text}"
-            );
+            assert_eq!(e.status.container.as_deref(), Some("web"));
+            assert_eq!(e.status.weight, 300);
+            assert_eq!(e.status.source, Some(WeightSource::Override));
         }
         other => panic!("explain web: {other:?}"),
     }

@@ -6,6 +6,7 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use memweight_proto::Size;
 
 use crate::fill::Fill;
 use crate::meter::Unit;
@@ -174,12 +175,12 @@ pub enum Mode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schedule(pub Vec<(u64, u64)>);
 
-/// Parses "300M", "1G", "4096" (binary units: M = MiB).
+/// Parses "300M", "1G", "4096": the one size syntax of memweight ([`Size`]: binary units,
+/// M = MiB), here for clap.
 pub fn parse_bytes(text: &str) -> Result<u64, String> {
-    parse_size::Config::new()
-        .with_binary()
-        .parse_size(text.trim())
-        .map_err(|err| format!("{err} (expected a size like 4096, 300M or 1G)"))
+    text.parse::<Size>()
+        .map(Size::bytes)
+        .map_err(|err| err.to_string())
 }
 
 /// Parses "0:100M,30:200M,60:50M".

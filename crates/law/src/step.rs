@@ -4,7 +4,7 @@
 //! [`step`] absorbs what one tick decides — the capacity (reserve, PSI cut, the stall the
 //! daemon's own throttling explains), the floors, the hidden demand of throttled cgroups, the
 //! policy's water-fill and the per-cgroup [`decide::decide`] — and touches no file, clock or
-//! log. The [`crate::controller::Controller`] keeps what is not the law: membership, the
+//! log. The daemon's `Controller` (memweightd) keeps what is not the law: membership, the
 //! originals on disk, write jobs, and which decided writes may be made this tick (dry run,
 //! originals not yet saved, a write still landing). Tests drive the law through here alone
 //! (the proptests at the bottom check the safety rules over arbitrary ticks).

@@ -224,36 +224,6 @@ impl<'de> Deserialize<'de> for Interval {
     }
 }
 
-/// The watchdog interval systemd expects pings within (`WATCHDOG_USEC`), when it is meant for
-/// this process (`WATCHDOG_PID` unset or ours).
-#[must_use]
-pub fn watchdog_from_env() -> Option<Duration> {
-    let usec = std::env::var("WATCHDOG_USEC").ok()?;
-    if let Ok(pid) = std::env::var("WATCHDOG_PID")
-        && pid.trim() != std::process::id().to_string()
-    {
-        return None;
-    }
-    usec.trim()
-        .parse::<u64>()
-        .ok()
-        .filter(|u| *u > 0)
-        .map(Duration::from_micros)
-}
-
-/// The rule tying `tick` to systemd's watchdog: `tick` ≤ `WatchdogSec` / 3, so that one slow
-/// tick and one missed ping still leave a ping within the interval.
-pub fn check_watchdog(tick: Duration, watchdog: Option<Duration>) -> Result<(), String> {
-    match watchdog {
-        Some(w) if tick > w / 3 => Err(format!(
-            "{tick:?} is longer than a third of the service's WatchdogSec ({w:?}); systemd would \
-             kill the daemon between two ticks. Use tick <= {:?} or raise WatchdogSec",
-            w / 3
-        )),
-        _ => Ok(()),
-    }
-}
-
 /// How the pool capacity `C` is chosen, and with it how the split is enforced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -580,10 +550,7 @@ impl Rules {
 }
 
 impl Config {
-    /// Reads and validates `path`.
-    ///
-    /// Besides [`Config::parse`], this checks `tick` against systemd's watchdog when the
-    /// daemon runs under one (`WATCHDOG_USEC`, see [`check_watchdog`]).
+    /// Reads `path` (at most [`MAX_CONFIG_BYTES`]) and validates it like [`Config::parse`].
     pub fn load(path: &Path) -> Result<(Config, Rules), ConfigError> {
         use std::io::Read as _;
         let read_err = |source| ConfigError::Read {
@@ -603,15 +570,7 @@ impl Config {
                 message: format!("longer than {MAX_CONFIG_BYTES} bytes; is this the right file?"),
             });
         }
-        let (cfg, rules) = Config::parse(&text, path)?;
-        check_watchdog(cfg.tick.0, watchdog_from_env()).map_err(|message| {
-            ConfigError::Invalid {
-                path: path.to_owned(),
-                field: "tick".into(),
-                message,
-            }
-        })?;
-        Ok((cfg, rules))
+        Config::parse(&text, path)
     }
 
     /// Parses and validates `text`; `path` is only used in messages.
@@ -624,16 +583,24 @@ impl Config {
         Ok((cfg, rules))
     }
 
-    /// Checks values the types cannot and compiles the rules.
+    /// Checks values the types cannot and compiles the rules, section by section; the first
+    /// mistake found is the one reported.
     pub fn validate(&self, path: &Path) -> Result<Rules, ConfigError> {
-        let invalid = |field: String, message: String| ConfigError::Invalid {
-            path: path.to_owned(),
-            field,
-            message,
-        };
+        let invalid = invalid_in(path);
+        let invalid = |(field, message): Problem| invalid(field.into(), message);
+        self.check_top_level().map_err(invalid)?;
+        self.check_capacity().map_err(invalid)?;
+        self.check_control().map_err(invalid)?;
+        self.check_metrics().map_err(invalid)?;
+        self.check_containers().map_err(invalid)?;
+        self.rules(path)
+    }
+
+    /// The keys outside any section: `tick`, `idle_tax`, `max_step`, the roots, `log_level`.
+    fn check_top_level(&self) -> Result<(), Problem> {
         if !(MIN_TICK..=MAX_TICK).contains(&self.tick.0) {
-            return Err(invalid(
-                "tick".into(),
+            return Err((
+                "tick",
                 format!(
                     "must be between {MIN_TICK:?} and {MAX_TICK:?}, got {:?}",
                     self.tick.0
@@ -641,8 +608,8 @@ impl Config {
             ));
         }
         if self.idle_tax > memweight_policy::MAX_IDLE_TAX {
-            return Err(invalid(
-                "idle_tax".into(),
+            return Err((
+                "idle_tax",
                 format!(
                     "must be 0..={} (percent; 75 is VMware ESX's default), got {}",
                     memweight_policy::MAX_IDLE_TAX,
@@ -651,8 +618,8 @@ impl Config {
             ));
         }
         if self.max_step.of(1 << 30) == 0 {
-            return Err(invalid(
-                "max_step".into(),
+            return Err((
+                "max_step",
                 format!(
                     "{} would never lower memory.high; use e.g. \"10%\" or \"64M\"",
                     self.max_step
@@ -660,44 +627,46 @@ impl Config {
             ));
         }
         if !self.cgroup_root.is_absolute() {
-            return Err(invalid(
-                "cgroup_root".into(),
-                "must be an absolute path".into(),
-            ));
+            return Err(("cgroup_root", "must be an absolute path".into()));
         }
         if !self.state_dir.is_absolute() {
-            return Err(invalid(
-                "state_dir".into(),
-                "must be an absolute path".into(),
-            ));
+            return Err(("state_dir", "must be an absolute path".into()));
         }
         if !["error", "warn", "info", "debug", "trace"].contains(&self.log_level.as_str()) {
-            return Err(invalid(
-                "log_level".into(),
+            return Err((
+                "log_level",
                 format!(
                     "must be error, warn, info, debug or trace, got {:?}",
                     self.log_level
                 ),
             ));
         }
-        if self.capacity.mode == CapacityMode::Fixed && self.capacity.fixed.is_none() {
-            return Err(invalid(
-                "capacity.fixed".into(),
+        Ok(())
+    }
+
+    /// `[capacity]`.
+    fn check_capacity(&self) -> Result<(), Problem> {
+        let c = &self.capacity;
+        if c.mode == CapacityMode::Fixed && c.fixed.is_none() {
+            return Err((
+                "capacity.fixed",
                 "mode = \"fixed\" needs a size, e.g. fixed = \"12G\" or \"80%\"".into(),
             ));
         }
-        if !(0.0..=100.0).contains(&self.capacity.psi_threshold) {
-            return Err(invalid(
-                "capacity.psi_threshold".into(),
-                format!(
-                    "must be 0..=100 (percent), got {}",
-                    self.capacity.psi_threshold
-                ),
+        if !(0.0..=100.0).contains(&c.psi_threshold) {
+            return Err((
+                "capacity.psi_threshold",
+                format!("must be 0..=100 (percent), got {}", c.psi_threshold),
             ));
         }
+        Ok(())
+    }
+
+    /// `[control]`.
+    fn check_control(&self) -> Result<(), Problem> {
         if !self.control.socket.is_absolute() {
-            return Err(invalid(
-                "control.socket".into(),
+            return Err((
+                "control.socket",
                 format!(
                     "must be an absolute path, got {:?}",
                     self.control.socket.display().to_string()
@@ -707,28 +676,36 @@ impl Config {
         if let Some(g) = &self.control.group
             && (g.trim().is_empty() || g.contains(['/', ':', '\n', '\0']))
         {
-            return Err(invalid(
-                "control.group".into(),
+            return Err((
+                "control.group",
                 format!("must be a group name like \"memweight\", got {g:?}"),
             ));
         }
+        Ok(())
+    }
+
+    /// `[metrics]`: the listen address, when the endpoint is on.
+    fn check_metrics(&self) -> Result<(), Problem> {
         if self.metrics.enabled {
-            self.metrics
-                .address()
-                .map_err(|m| invalid("metrics.listen".into(), m))?;
+            self.metrics.address().map_err(|m| ("metrics.listen", m))?;
         }
+        Ok(())
+    }
+
+    /// `[containers]`.
+    fn check_containers(&self) -> Result<(), Problem> {
         let c = &self.containers;
         if c.refresh.0 < Duration::from_millis(100) || c.refresh.0 > Duration::from_secs(3600) {
-            return Err(invalid(
-                "containers.refresh".into(),
+            return Err((
+                "containers.refresh",
                 format!("must be between 100ms and 1h, got {:?}", c.refresh.0),
             ));
         }
         if let Some(sock) = &c.socket
             && !sock.is_absolute()
         {
-            return Err(invalid(
-                "containers.socket".into(),
+            return Err((
+                "containers.socket",
                 format!(
                     "must be an absolute path like \"/run/podman/podman.sock\", got {:?}",
                     sock.display().to_string()
@@ -741,8 +718,8 @@ impl Config {
                 .chars()
                 .any(|ch| ch.is_whitespace() || ch == '=')
         {
-            return Err(invalid(
-                "containers.label_prefix".into(),
+            return Err((
+                "containers.label_prefix",
                 format!(
                     "must be a non-empty label prefix without spaces or `=`, like \"memweight.\", \
                      got {:?}",
@@ -750,6 +727,12 @@ impl Config {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// The `[[cgroup]]` rules, checked and compiled.
+    fn rules(&self, path: &Path) -> Result<Rules, ConfigError> {
+        let invalid = invalid_in(path);
         let mut exact: Vec<(String, Settings)> = Vec::new();
         let mut globs = Vec::new();
         let mut depth = 0;
@@ -817,6 +800,18 @@ impl Config {
             globs,
             depth,
         })
+    }
+}
+
+/// A key that failed a check and why: `("tick", "must be between …")`.
+type Problem = (&'static str, String);
+
+/// Builds the [`ConfigError::Invalid`] of the file at `path`.
+fn invalid_in(path: &Path) -> impl Fn(String, String) -> ConfigError + '_ {
+    move |field, message| ConfigError::Invalid {
+        path: path.to_owned(),
+        field,
+        message,
     }
 }
 
@@ -970,6 +965,51 @@ mod tests {
         }
     }
 
+    /// Every check of `validate`, its message in full: the split into sections changed none.
+    #[test]
+    fn validation_messages_are_unchanged() {
+        let cases = [
+            "tick = \"0s\"",
+            "idle_tax = 100",
+            "max_step = \"0%\"",
+            "cgroup_root = \"rel\"",
+            "state_dir = \"rel\"",
+            "log_level = \"loud\"",
+            "[capacity]\nmode = \"fixed\"",
+            "[capacity]\npsi_threshold = 101",
+            "[control]\nsocket = \"rel.sock\"",
+            "[control]\ngroup = \"a/b\"",
+            "[metrics]\nlisten = \"localhost\"",
+            "[containers]\nrefresh = \"10ms\"",
+            "[containers]\nsocket = \"podman.sock\"",
+            "[containers]\nlabel_prefix = \"a b\"",
+            // Two mistakes: the first check's is reported.
+            "log_level = \"loud\"\n[capacity]\nmode = \"fixed\"",
+        ];
+        let got: Vec<String> = cases
+            .iter()
+            .map(|text| parse(text).expect_err(text).to_string())
+            .collect();
+        let want = [
+            "test.toml: tick: must be between 100ms and 10s, got 0ns",
+            "test.toml: idle_tax: must be 0..=99 (percent; 75 is VMware ESX's default), got 100",
+            "test.toml: max_step: 0% would never lower memory.high; use e.g. \"10%\" or \"64M\"",
+            "test.toml: cgroup_root: must be an absolute path",
+            "test.toml: state_dir: must be an absolute path",
+            "test.toml: log_level: must be error, warn, info, debug or trace, got \"loud\"",
+            "test.toml: capacity.fixed: mode = \"fixed\" needs a size, e.g. fixed = \"12G\" or \"80%\"",
+            "test.toml: capacity.psi_threshold: must be 0..=100 (percent), got 101",
+            "test.toml: control.socket: must be an absolute path, got \"rel.sock\"",
+            "test.toml: control.group: must be a group name like \"memweight\", got \"a/b\"",
+            "test.toml: metrics.listen: expected an address and port like \"127.0.0.1:9750\" or \"[::1]:9750\", got \"localhost\"",
+            "test.toml: containers.refresh: must be between 100ms and 1h, got 10ms",
+            "test.toml: containers.socket: must be an absolute path like \"/run/podman/podman.sock\", got \"podman.sock\"",
+            "test.toml: containers.label_prefix: must be a non-empty label prefix without spaces or `=`, like \"memweight.\", got \"a b\"",
+            "test.toml: log_level: must be error, warn, info, debug or trace, got \"loud\"",
+        ];
+        assert_eq!(got, want);
+    }
+
     #[test]
     fn control_and_metrics_sections() {
         let (cfg, _) = parse("").expect("defaults");
@@ -1086,16 +1126,6 @@ mod tests {
         ] {
             assert!(parse(text).is_err(), "{text:?} was accepted");
         }
-    }
-
-    #[test]
-    fn tick_must_fit_three_times_in_the_watchdog() {
-        let w = Some(Duration::from_secs(30));
-        assert!(check_watchdog(Duration::from_secs(10), w).is_ok());
-        let err = check_watchdog(Duration::from_millis(10_001), w).expect_err("too long");
-        assert!(err.contains("WatchdogSec"), "{err}");
-        assert!(check_watchdog(Duration::from_secs(2), Some(Duration::from_secs(3))).is_err());
-        assert!(check_watchdog(MAX_TICK, None).is_ok());
     }
 
     #[test]

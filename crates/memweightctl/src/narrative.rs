@@ -1,0 +1,194 @@
+//! `explain`'s reasoning in sentences, from the pool down to the writes: the CLI's prose,
+//! written from the numbers of the daemon's `explain` reply.
+
+use memweight_policy::human;
+use memweight_proto::ctl::Explanation;
+
+/// The reasoning in sentences, from the pool down to the writes.
+#[must_use]
+pub fn narrative(e: &Explanation) -> Vec<String> {
+    let s = &e.status;
+    let p = &e.pool;
+    let b = human::bytes;
+    let mut out = Vec::new();
+    let of = s
+        .container
+        .as_ref()
+        .map(|c| format!("container {c}: "))
+        .unwrap_or_default();
+    out.push(match (&s.source, s.overridden) {
+        (Some(src), _) => format!(
+            "{of}weight {} of total weight {}, from {src}",
+            s.weight, p.total_weight
+        ),
+        // A daemon from before weight sources.
+        (None, overridden) => format!(
+            "{of}weight {} (from the {}) of total weight {}",
+            s.weight,
+            if overridden {
+                "runtime override"
+            } else {
+                "configuration"
+            },
+            p.total_weight
+        ),
+    });
+    out.push(format!(
+        "pool capacity {} for total usage {}: {}",
+        b(p.capacity),
+        b(p.total_usage),
+        if p.pressure {
+            "under pressure, memory is water-filled by weight"
+        } else {
+            "no pressure, nothing needs reclaiming"
+        }
+    ));
+    let exceed = if s.exceed < 0 {
+        format!("{} below", b(s.exceed.unsigned_abs()))
+    } else {
+        format!("{} above", b(s.exceed.unsigned_abs()))
+    };
+    out.push(format!(
+        "usage {} against expected share {} (EA = TU × W / TW): {exceed} it",
+        b(s.usage),
+        b(s.expected)
+    ));
+    out.push(format!(
+        "target {} (floor {}{}); reason: {}",
+        b(s.target),
+        b(s.floor),
+        s.ceiling
+            .map(|c| format!(", memory.high ceiling {}", b(c)))
+            .unwrap_or_default(),
+        s.reason
+    ));
+    out.push(format!(
+        "entitlement {} is what memory.low protects",
+        b(s.entitlement)
+    ));
+    if let (Some(h), Some(l)) = (&s.original_high, &s.original_low) {
+        let shown = |v: &String| {
+            v.parse::<u64>()
+                .map_or_else(|_| v.clone(), |v| b(v).to_string())
+        };
+        out.push(format!(
+            "the cgroup's own limits (restored on exit): memory.high {}, memory.low {}",
+            shown(h),
+            shown(l)
+        ));
+    }
+    if let Some(op) = &s.operator {
+        out.push(op.clone());
+    }
+    let mut writes = Vec::new();
+    if let Some(h) = &s.wrote_high {
+        let shown = h
+            .parse::<u64>()
+            .map_or_else(|_| h.clone(), |v| b(v).to_string());
+        writes.push(format!("memory.high = {shown}"));
+    }
+    if let Some(l) = s.wrote_low {
+        writes.push(format!("memory.low = {}", b(l)));
+    }
+    if let Some(r) = s.reclaim {
+        writes.push(format!("memory.reclaim {}", b(r)));
+    }
+    out.push(if s.state == "new" {
+        "no writes this tick: seen for the first time among many cgroups, it is held at \
+         its usage until a full sample (within a few ticks) shows what it holds"
+            .to_owned()
+    } else if writes.is_empty() {
+        format!(
+            "no writes this tick: the kernel already holds the decided values (state {})",
+            s.state
+        )
+    } else if !p.enforce {
+        format!("dry run, would write: {}", writes.join(", "))
+    } else {
+        format!("wrote: {}", writes.join(", "))
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remote::tests::{pool, status_row};
+    use memweight_proto::ctl::{Setting, Values, WeightSource};
+
+    /// lab/c1 under pressure, 1000 MiB above its share, weight 1 by a runtime override (3 in
+    /// the configuration), its memory.high written at 834 MiB.
+    fn explanation() -> Explanation {
+        let mut status = status_row("lab/c1", true);
+        status.weight = 1;
+        status.exceed = 1000 << 20;
+        status.wrote_high = Some((834_u64 << 20).to_string());
+        let values = |weight| Values {
+            weight,
+            min: None,
+            max: None,
+        };
+        let mut pool = pool();
+        pool.pressure = true;
+        Explanation {
+            status,
+            setting: Setting {
+                cgroup: "lab/c1".into(),
+                managed: true,
+                configured: values(3),
+                runtime_override: Some(values(1)),
+                effective: values(1),
+                container: None,
+                labels: None,
+                source: None,
+            },
+            pool,
+        }
+    }
+
+    #[test]
+    fn narrative_follows_the_numbers() {
+        let e = explanation();
+        let text = narrative(&e).join("\n");
+        assert!(
+            text.contains("weight 1 (from the runtime override) of total weight 6"),
+            "{text}"
+        );
+        assert!(text.contains("under pressure"), "{text}");
+        assert!(text.contains("1000 MiB above"), "{text}");
+        assert!(text.contains("wrote: memory.high = 834 MiB"), "{text}");
+        let mut quiet = e.clone();
+        quiet.status.wrote_high = None;
+        quiet.status.exceed = -(500 << 20);
+        let text = narrative(&quiet).join("\n");
+        assert!(text.contains("500 MiB below"), "{text}");
+        assert!(text.contains("no writes this tick"), "{text}");
+        assert!(
+            !text.contains("own limits"),
+            "absent fields, no line: {text}"
+        );
+        let mut op = e.clone();
+        op.status.original_high = Some((700_u64 << 20).to_string());
+        op.status.original_low = Some("0".into());
+        op.status.operator = Some("memory.high set to 734003200 outside memweightd".into());
+        let text = narrative(&op).join("\n");
+        assert!(
+            text.contains("own limits (restored on exit): memory.high 700 MiB, memory.low 0"),
+            "{text}"
+        );
+        assert!(text.contains("outside memweightd"), "{text}");
+        let mut labelled = e.clone();
+        labelled.status.container = Some("web".into());
+        labelled.status.source = Some(WeightSource::Label {
+            label: "memweight.weight".into(),
+            container: "web".into(),
+        });
+        let text = narrative(&labelled).join("\n");
+        assert!(
+            text.contains(
+                "container web: weight 1 of total weight 6, from label memweight.weight on container web"
+            ),
+            "{text}"
+        );
+    }
+}
