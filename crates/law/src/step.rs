@@ -125,6 +125,10 @@ pub fn step(
             cgroups: rows.len(),
             reclaim_scanned: host.vmstat.map(|v| v.scanned()),
             outside_stall,
+            managed_stall: rows
+                .iter()
+                .filter_map(|r| r.sample.pressure.as_ref().map(|p| p.some.avg10))
+                .fold(0.0, f64::max),
         },
         carry,
     );
