@@ -26,7 +26,7 @@ pub fn bin_dir(lab_dir: &Path) -> PathBuf {
 
 /// The real-kernel test of memweight-cgroupfs (`crates/cgroupfs/tests/kernel.rs`), built with
 /// the guest programs and copied beside them under this name (cargo names a test binary by a
-/// hash). `ci-cgroupfs-kernel.toml` runs it in the guest as
+/// hash). `ci-dry-run.toml` runs it in the guest as
 /// `MEMWEIGHT_TEST_CGROUP_ROOT=/sys/fs/cgroup cgroupfs-kernel-test --test-threads=1`.
 pub const KERNEL_TEST: &str = "cgroupfs-kernel-test";
 

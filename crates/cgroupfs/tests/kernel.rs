@@ -9,7 +9,7 @@
 //!
 //! The lab builds it with the guest programs (xtask `guest::KERNEL_TEST`: `cargo test
 //! --release --target x86_64-unknown-linux-gnu -p memweight-cgroupfs --test kernel --no-run`,
-//! static) as `/bin/cgroupfs-kernel-test`, and `tests/lab/scenarios/ci-cgroupfs-kernel.toml`
+//! static) as `/bin/cgroupfs-kernel-test`, and `tests/lab/scenarios/ci-dry-run.toml`
 //! runs it on both kernels: `MEMWEIGHT_TEST_CGROUP_ROOT=/sys/fs/cgroup cgroupfs-kernel-test
 //! --test-threads=1`.
 
