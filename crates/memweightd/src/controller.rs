@@ -14,15 +14,16 @@ use std::time::{Duration, Instant};
 use memweight_cgroupfs::{
     CgroupFs, CgroupSample, HostSample, Limit, MemoryEvents, MemoryStat, ProcFs, Reclaimed, Written,
 };
-use memweight_proto::ctl::{LabelValues, WeightSource};
+use memweight_proto::ctl::{LabelClamp, LabelField, LabelValues, WeightSource};
 use serde::Serialize;
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
 use crate::capacity::Carry;
 use crate::config::{Config, Rules, Settings};
-use crate::containers::{self, Containers, LabelError, Snapshot};
+use crate::containers::{self, Containers, Snapshot};
 use crate::decide::{self, Originals, Writes};
+use crate::labels::{self, LabelError};
 use crate::state::{Original, Override, State, StateStore};
 use crate::step::{self, CgroupStep, Law, Row, Step, effective_guard, held, limit_above};
 
@@ -90,6 +91,8 @@ pub struct Resolved {
     pub labels: Option<LabelValues>,
     /// Labels whose values were not accepted (their rule values apply).
     pub label_errors: Vec<LabelError>,
+    /// Labels that asked for more than the rule lets a label ask (clamped or refused).
+    pub label_clamps: Vec<LabelClamp>,
     /// Where the weight comes from.
     pub source: WeightSource,
 }
@@ -141,6 +144,21 @@ pub struct TickReport {
     pub pool: memweight_proto::ctl::Pool,
     /// One line per managed cgroup, sorted by path.
     pub cgroups: Vec<CgroupReport>,
+    /// Container labels that asked for more than their rule lets a label ask (clamped or
+    /// refused), by cgroup.
+    pub label_clamps: Vec<ClampedLabel>,
+}
+
+/// A container label held to its rule's bounds at a tick (the `memweight_label_clamped`
+/// metric).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ClampedLabel {
+    /// The cgroup.
+    pub cgroup: String,
+    /// Its container's name.
+    pub container: String,
+    /// The label, e.g. `memweight.weight`.
+    pub label: String,
 }
 
 /// Counters since start, for metrics.
@@ -463,33 +481,31 @@ impl Controller {
     /// override.
     #[must_use]
     pub fn resolve(&self, path: &str) -> Option<Resolved> {
-        let (rule, configured) = self.rules.rule_for(path)?;
+        let rule = self.rules.rule_for(path)?;
+        let configured = rule.settings;
         let mut s = configured;
         let mut source = WeightSource::Config {
-            rule: rule.to_owned(),
+            rule: rule.name.clone(),
         };
         let container = self.snap.for_cgroup(path);
         let prefix = &self.cfg.containers.label_prefix;
         let (labels, label_errors) = container.map_or_else(
             || (None, Vec::new()),
             |c| {
-                let (v, errors) = containers::parse_labels(&c.labels, prefix);
+                let (v, errors) = labels::parse_labels(&c.labels, prefix);
                 (Some(v), errors)
             },
         );
+        let mut label_clamps = Vec::new();
         if let (Some(l), Some(c)) = (labels, container) {
-            if let Some(w) = l.weight {
-                s.weight = w;
+            let bounded = labels::bound(configured, rule.labels, l, prefix);
+            s = bounded.settings;
+            label_clamps = bounded.clamps;
+            if l.weight.is_some() {
                 source = WeightSource::Label {
                     label: format!("{prefix}weight"),
                     container: c.name.clone(),
                 };
-            }
-            if let Some(m) = l.min {
-                s.min = m;
-            }
-            if l.max.is_some() {
-                s.max = l.max;
             }
         }
         if let Some(ov) = self.state.overrides.get(path) {
@@ -501,14 +517,21 @@ impl Controller {
             if ov.max.is_some() {
                 s.max = ov.max;
             }
+            // What the override replaces is no longer the label's to ask.
+            label_clamps.retain(|c| match c.field {
+                LabelField::Weight => false,
+                LabelField::Min => ov.min.is_none(),
+                LabelField::Max => ov.max.is_none(),
+            });
         }
         Some(Resolved {
             settings: s,
             configured,
-            rule: rule.to_owned(),
+            rule: rule.name.clone(),
             container: container.map(|c| c.name.clone()),
             labels: labels.filter(|l| *l != LabelValues::default()),
             label_errors,
+            label_clamps,
             source,
         })
     }
@@ -517,7 +540,8 @@ impl Controller {
         self.resolve(path).map(|r| r.settings)
     }
 
-    /// Resolves `path` and warns once per container and bad label value.
+    /// Resolves `path` and warns once per container and label that is invalid or asks for
+    /// more than the rule lets it ask.
     fn settings_warning_labels(&mut self, path: &str) -> Option<Settings> {
         let r = self.resolve(path)?;
         if let (Some(name), Some(id)) = (&r.container, containers::container_id(path)) {
@@ -527,6 +551,15 @@ impl Controller {
                     warn!(container = %name, cgroup = %path, label = %e.label, value = %e.value,
                         accepted = %e.accepted,
                         "ignoring an invalid container label; the configured value applies");
+                });
+            }
+            for c in &r.label_clamps {
+                self.warn_once(&format!("clamp:{id}:{}", c.label), || {
+                    warn!(container = %name, cgroup = %path, label = %c.label, rule = %r.rule,
+                        asked = c.asked, applied = c.applied, bound = c.field.bound_key(),
+                        "a container label asks for more than its rule lets labels ask: weight \
+                         and min are clamped to the bound, a max above the rule's is refused; \
+                         the operator raises the bound in the [[cgroup]] rule");
                 });
             }
         }
@@ -618,7 +651,7 @@ impl Controller {
         }
         // Warnings about cgroups that are gone may be given again if they come back.
         self.warned.retain(|k| match k.split_once(':') {
-            Some(("anc" | "restore" | "label" | "forbidden", _)) | None => true,
+            Some(("anc" | "restore" | "label" | "clamp" | "forbidden", _)) | None => true,
             Some((_, p)) => found.contains(p),
         });
         out
@@ -1275,6 +1308,7 @@ impl Controller {
         }
 
         let mut reports = Vec::with_capacity(rows.len());
+        let mut label_clamps = Vec::new();
         let mut refresh: Vec<String> = Vec::new();
         for (i, (path, st, s)) in rows.iter().enumerate() {
             let d = &plan.decisions[i];
@@ -1323,6 +1357,15 @@ impl Controller {
                 );
             }
             let resolved = self.resolve(path);
+            if let Some(r) = &resolved
+                && let Some(container) = &r.container
+            {
+                label_clamps.extend(r.label_clamps.iter().map(|c| ClampedLabel {
+                    cgroup: path.clone(),
+                    container: container.clone(),
+                    label: c.label.clone(),
+                }));
+            }
             reports.push(CgroupReport {
                 cgroup: path.clone(),
                 weight: st.weight,
@@ -1406,6 +1449,7 @@ impl Controller {
                 duration_us: 0,
             },
             cgroups: reports,
+            label_clamps,
         }
     }
 

@@ -15,6 +15,7 @@
 //! * [`config`]: the TOML file, validated.
 //! * [`containers`]: container names and labels from the podman/docker API, refreshed by a
 //!   background task the loop never waits on.
+//! * [`labels`]: what container labels ask for, bounded by their rule (pure).
 //! * [`capacity`]: the pool size from host MemAvailable and PSI (pure).
 //! * [`decide`]: from the plan to control-file values under the safety rules (pure).
 //! * [`step`]: the whole control law of one tick as one pure function (capacity, floors,
@@ -37,6 +38,7 @@ pub mod containers;
 pub mod controller;
 pub mod decide;
 pub mod desk;
+pub mod labels;
 pub mod logging;
 pub mod metrics;
 pub mod offline;

@@ -281,7 +281,12 @@ async fn label_weights_apply_and_follow_relabel_and_stop() {
             container(PLAIN, "/plain", &[("unrelated", "x")]),
         ]),
     );
-    let mut ctl = host.controller();
+    // The operator lets labels ask for more than the rule gives.
+    let mut ctl = host.controller_with(
+        "[[cgroup]]\nglob = \"machine.slice/libpod-*.scope\"\nweight = 100\n\
+         label_weight_max = 1000\nlabel_min_max = \"1G\"\n\
+         [[cgroup]]\npath = \"lab/c1\"\nweight = 7\n",
+    );
     tick_until(&mut ctl, "label weights applied", |r| {
         row(r, &scope(WEB)).weight == 2 && row(r, &scope(DB)).weight == 300
     })
@@ -369,6 +374,143 @@ async fn invalid_label_falls_back_to_the_rule_with_one_warning() {
     assert!(web.contains("label=memweight.weight"), "{web}");
     assert!(web.contains("value=heavy"), "{web}");
     assert!(web.contains("1..=10000"), "the accepted form: {web}");
+    assert_eq!(log.count(" ERROR ", ""), 0, "{text}");
+}
+
+/// The issue-23 reproduction: under the shipped rule (weight 100, no bounds written), a
+/// container started with `--label memweight.weight=10000 --label memweight.min=1T` kept its
+/// whole working set while its neighbours fell to 46 %. Now labels get no more than the rule
+/// gives, and `explain`, the log (once) and the metric say so.
+#[tokio::test]
+async fn regression_hostile_labels_are_clamped_explained_logged_once_and_flagged() {
+    let (log, _guard) = Log::capture();
+    let host = Host::new();
+    let _engine = FakeEngine::start(
+        &host.engine_socket(),
+        list(&[
+            container(
+                WEB,
+                "/web",
+                &[("memweight.weight", "10000"), ("memweight.min", "1T")],
+            ),
+            container(DB, "/db", &[("memweight.max", "8G")]),
+            container(PLAIN, "/plain", &[("memweight.weight", "50")]),
+        ]),
+    );
+    let mut ctl = host.controller_with(
+        "[[cgroup]]\nglob = \"machine.slice/libpod-*.scope\"\nweight = 100\nmax = \"4G\"\n",
+    );
+    tick_until(&mut ctl, "labels read", |r| {
+        row(r, &scope(PLAIN)).weight == 50
+    })
+    .await;
+    for _ in 0..5 {
+        ctl.tick().await.expect("tick");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = ctl.tick().await.expect("tick").clone();
+
+    let web = ctl.resolve(&scope(WEB)).expect("a rule names it");
+    assert_eq!(
+        (web.settings.weight, web.settings.min),
+        (100, 0),
+        "clamped to the rule's own weight and min"
+    );
+    assert_eq!(row(&r, &scope(WEB)).source, label("web"));
+    let db = ctl.resolve(&scope(DB)).expect("a rule names it");
+    assert_eq!(
+        db.settings.max,
+        Some(4 << 30),
+        "a max above the rule's is refused"
+    );
+    let plain = ctl.resolve(&scope(PLAIN)).expect("a rule names it");
+    assert!(plain.label_clamps.is_empty(), "asking for less is fine");
+    assert_eq!(r.pool.total_weight, 100 + 100 + 50);
+
+    // explain says so, by container name.
+    let out = commands::handle(
+        &mut ctl,
+        Command::Explain {
+            cgroup: "web".into(),
+        },
+        Path::new("test.toml"),
+    );
+    let ctl::Outcome::Ok(Reply::Explain(e)) = out else {
+        panic!("explain web: {out:?}");
+    };
+    let text = e.narrative().join("\n");
+    assert!(
+        text.contains(
+            "label memweight.weight asks weight 10000, more than the rule's label_weight_max: \
+             clamped to 100"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("label memweight.min asks min 1024 GiB, more than the rule's label_min_max"),
+        "{text}"
+    );
+    let out = commands::handle(
+        &mut ctl,
+        Command::Get {
+            cgroup: "db".into(),
+        },
+        Path::new("t"),
+    );
+    let ctl::Outcome::Ok(Reply::Setting(s)) = out else {
+        panic!("get db: {out:?}");
+    };
+    assert_eq!(s.label_clamps.len(), 1);
+    assert_eq!(s.label_clamps[0].field, ctl::LabelField::Max);
+    assert_eq!(s.effective.max, Some(4 << 30));
+
+    // The log: once per container and label, however many ticks.
+    let warning = "asks for more than its rule lets labels ask";
+    assert_eq!(log.count(" WARN ", warning), 3, "{}", log.text());
+    let text = log.text();
+    let line = text
+        .lines()
+        .find(|l| l.contains(warning) && l.contains("label=memweight.min"))
+        .unwrap_or_else(|| panic!("a warning names the label: {text}"));
+    assert!(
+        line.contains("container=web") && line.contains("bound=\"label_min_max\""),
+        "{line}"
+    );
+
+    // The metric: one series per clamped label.
+    let mut clamped: Vec<(String, String)> = r
+        .label_clamps
+        .iter()
+        .map(|c| (c.container.clone(), c.label.clone()))
+        .collect();
+    clamped.sort();
+    let want = |c: &str, l: &str| (c.to_owned(), l.to_owned());
+    assert_eq!(
+        clamped,
+        [
+            want("db", "memweight.max"),
+            want("web", "memweight.min"),
+            want("web", "memweight.weight"),
+        ]
+    );
+    let snapshot = memweightd::metrics::Snapshot {
+        report: r,
+        counters: ctl.counters().clone(),
+        at: std::time::Instant::now(),
+        interval: Duration::from_secs(1),
+    };
+    let metrics = memweightd::metrics::render(
+        Some(&snapshot),
+        &memweightd::metrics::Metrics::default(),
+        memweightd::metrics::Format::Classic,
+    );
+    assert!(
+        metrics.contains(&format!(
+            "memweight_label_clamped{{cgroup=\"{}\",container=\"web\",label=\"memweight.weight\"}} 1",
+            scope(WEB)
+        )),
+        "{metrics}"
+    );
     assert_eq!(log.count(" ERROR ", ""), 0, "{text}");
 }
 
