@@ -24,6 +24,7 @@ use crate::config::{Config, Rules, Settings};
 use crate::containers::{self, Containers, Snapshot};
 use crate::decide::{self, Originals, Writes};
 use crate::labels::{self, LabelError};
+use crate::logging::untrusted;
 use crate::state::{Original, Override, State, StateStore};
 use crate::step::{self, CgroupStep, Law, Row, Step, effective_guard, held, limit_above};
 
@@ -546,10 +547,10 @@ impl Controller {
         let r = self.resolve(path)?;
         if let (Some(name), Some(id)) = (&r.container, containers::container_id(path)) {
             for e in &r.label_errors {
-                let key = format!("label:{id}:{}={}", e.label, e.value);
-                self.warn_once(&key, || {
-                    warn!(container = %name, cgroup = %path, label = %e.label, value = %e.value,
-                        accepted = %e.accepted,
+                // A running container's labels cannot change: one warning per id and label.
+                self.warn_once(&format!("label:{id}:{}", e.label), || {
+                    warn!(container = %name, cgroup = %path, label = %e.label,
+                        value = %untrusted(&e.value), accepted = %e.accepted,
                         "ignoring an invalid container label; the configured value applies");
                 });
             }
@@ -649,9 +650,15 @@ impl Controller {
                 out.push((path.clone(), s));
             }
         }
-        // Warnings about cgroups that are gone may be given again if they come back.
+        // Warnings about cgroups that are gone may be given again if they come back; those
+        // about a container's labels are kept while the engine lists the container, so that
+        // their number stays bounded by the containers running.
+        let listed = &self.snap.containers;
         self.warned.retain(|k| match k.split_once(':') {
-            Some(("anc" | "restore" | "label" | "clamp" | "forbidden", _)) | None => true,
+            Some(("anc" | "restore" | "forbidden", _)) | None => true,
+            Some(("label" | "clamp", rest)) => rest
+                .split_once(':')
+                .is_some_and(|(id, _)| listed.contains_key(id)),
             Some((_, p)) => found.contains(p),
         });
         out

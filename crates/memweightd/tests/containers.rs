@@ -514,6 +514,54 @@ async fn regression_hostile_labels_are_clamped_explained_logged_once_and_flagged
     assert_eq!(log.count(" ERROR ", ""), 0, "{text}");
 }
 
+/// A label warning is remembered while its container runs, not for the daemon's lifetime:
+/// the set of warned keys stays bounded by the containers listed now.
+#[tokio::test]
+async fn label_warnings_are_forgotten_with_their_container() {
+    let (log, _guard) = Log::capture();
+    let host = Host::new();
+    let bad = || {
+        list(&[container(
+            WEB,
+            "/web",
+            &[("memweight.weight", "heavy\nERROR forged")],
+        )])
+    };
+    let engine = FakeEngine::start(&host.engine_socket(), bad());
+    let mut ctl = host.controller();
+    tick_until(&mut ctl, "containers named", |r| {
+        row(r, &scope(WEB)).container.is_some()
+    })
+    .await;
+    for _ in 0..3 {
+        ctl.tick().await.expect("tick");
+    }
+    let warning = "ignoring an invalid container label";
+    assert_eq!(log.count(" WARN ", warning), 1, "{}", log.text());
+    let text = log.text();
+    let line = text.lines().find(|l| l.contains(warning)).expect("warned");
+    assert!(
+        line.contains(r#"value="heavy\nERROR forged""#),
+        "an untrusted value is quoted and escaped: {line}"
+    );
+    engine.answer(list(&[]));
+    tick_until(&mut ctl, "container no longer listed", |r| {
+        row(r, &scope(WEB)).container.is_none()
+    })
+    .await;
+    engine.answer(bad());
+    tick_until(&mut ctl, "listed again", |r| {
+        row(r, &scope(WEB)).container.is_some()
+    })
+    .await;
+    assert_eq!(
+        log.count(" WARN ", warning),
+        2,
+        "its key was dropped with the container: {}",
+        log.text()
+    );
+}
+
 #[tokio::test]
 async fn no_engine_socket_means_config_weights_and_ticks_go_on() {
     let (log, _guard) = Log::capture();
