@@ -25,7 +25,7 @@ use crate::containers::{self, Containers, Snapshot};
 use crate::decide::{self, Originals, Writes};
 use crate::labels::{self, LabelError};
 use crate::logging::untrusted;
-use crate::state::{Original, Override, State, StateStore};
+use crate::state::{Original, Orphans, Override, State, StateStore};
 use crate::step::{self, CgroupStep, Law, Row, Step, effective_guard, held, limit_above};
 
 /// Errors that stop the daemon from starting or running.
@@ -215,6 +215,8 @@ pub struct Controller {
     unchanged: BTreeSet<String>,
     containers: Option<Containers>,
     snap: Arc<Snapshot>,
+    /// Overrides of container cgroups that are gone, kept while the container may restart.
+    orphans: Orphans,
     /// Cgroups no rule may make the daemon manage: its own cgroup and every ancestor of it
     /// (throttling them would throttle the daemon), and `init.scope` (PID 1).
     forbidden: BTreeSet<String>,
@@ -319,6 +321,7 @@ impl Controller {
             unchanged: BTreeSet::new(),
             containers: None,
             snap: Arc::new(Snapshot::default()),
+            orphans: Orphans::default(),
             forbidden: BTreeSet::new(),
         }
         .with_forbidden())
@@ -950,7 +953,9 @@ impl Controller {
         if self.state.originals.remove(path).is_some() {
             self.dirty = true;
         }
-        if self.state.overrides.remove(path).is_some() {
+        // A container's override waits for the container to come back
+        // ([`Controller::drop_orphan_overrides`]); any other goes with its cgroup.
+        if containers::container_id(path).is_none() && self.state.overrides.remove(path).is_some() {
             info!(cgroup = %path, "runtime override of a vanished cgroup removed");
             self.dirty = true;
         }
@@ -1023,11 +1028,14 @@ impl Controller {
         Ok(self.fs.sample(path)?.map(|s| (s, false)))
     }
 
-    /// Drops runtime overrides whose cgroup no longer exists and is not managed: a container
+    /// Drops runtime overrides whose cgroup no longer exists and is not managed: a cgroup
     /// removed while the daemon was down, or after it was released, leaves no override that
-    /// would apply to a later cgroup of the same name. One `stat` per such override per tick.
+    /// would apply to a later cgroup of the same name. A container's cgroup (its id in the
+    /// path) is the exception: `podman restart` and restart policies bring the same container
+    /// back under the same path, so its override is kept for
+    /// [`crate::state::OVERRIDE_GRACE`] ([`Orphans`]). One `stat` per such override per tick.
     fn drop_orphan_overrides(&mut self) {
-        let orphans: Vec<String> = self
+        let gone: Vec<String> = self
             .state
             .overrides
             .keys()
@@ -1035,8 +1043,28 @@ impl Controller {
             .filter(|p| matches!(self.fs.id(p), Ok(None)))
             .cloned()
             .collect();
-        for p in orphans {
+        let (of_containers, others): (BTreeSet<String>, BTreeSet<String>) = gone
+            .into_iter()
+            .partition(|p| containers::container_id(p).is_some());
+        for p in others {
             info!(cgroup = %p, "runtime override of a cgroup that no longer exists removed");
+            self.state.overrides.remove(&p);
+            self.dirty = true;
+        }
+        let changes = self.orphans.update(&of_containers, Instant::now());
+        for p in &changes.kept {
+            info!(cgroup = %p, grace_s = crate::state::OVERRIDE_GRACE.as_secs(),
+                "a container's cgroup is gone; its runtime override is kept in case it restarts \
+                 (podman restart and restart policies keep the container id)");
+        }
+        for p in &changes.back {
+            if self.state.overrides.contains_key(p) {
+                info!(cgroup = %p, "the container's cgroup is back; its runtime override applies");
+            }
+        }
+        for p in changes.expired {
+            info!(cgroup = %p, grace_s = crate::state::OVERRIDE_GRACE.as_secs(),
+                "runtime override removed: its container did not come back");
             self.state.overrides.remove(&p);
             self.dirty = true;
         }

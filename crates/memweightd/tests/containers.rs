@@ -848,6 +848,92 @@ async fn set_by_container_name_beats_the_label_through_the_control_socket() {
     looper.abort();
 }
 
+/// Regression (issue 23): a runtime override was forgotten as soon as its container's scope was
+/// gone for one tick, as it is during `podman restart` or a restart policy after an OOM kill.
+/// The container comes back with the same id, so under the same cgroup path, and finds its
+/// override again; a cgroup that is not a container's still takes its override with it.
+#[tokio::test]
+async fn regression_override_survives_its_containers_restart() {
+    let (log, _guard) = Log::capture();
+    let host = Host::new();
+    let running = || list(&[container(WEB, "/web", &[]), container(DB, "/db", &[])]);
+    let engine = FakeEngine::start(&host.engine_socket(), running());
+    let mut ctl = host.controller();
+    tick_until(&mut ctl, "web named", |r| {
+        row(r, &scope(WEB)).container.is_some()
+    })
+    .await;
+    let config = Path::new("test.toml");
+    for (name, weight) in [("web", 300), ("lab/c1", 9)] {
+        let out = commands::handle(&mut ctl, set(name, weight), config);
+        assert!(matches!(out, ctl::Outcome::Ok(_)), "set {name}: {out:?}");
+    }
+    let r = ctl.tick().await.expect("tick").clone();
+    assert_eq!(row(&r, &scope(WEB)).weight, 300);
+
+    // `podman restart web`: the scope goes and the engine lists the container as stopped.
+    let cgroup = |rel: &str| {
+        host._cgroups
+            .iter()
+            .find(|c| c.rel() == rel)
+            .unwrap_or_else(|| panic!("{rel} is in the fake tree"))
+    };
+    cgroup(&scope(WEB)).remove();
+    cgroup("lab/c1").remove();
+    engine.answer(list(&[container(DB, "/db", &[])]));
+    for _ in 0..5 {
+        let r = ctl.tick().await.expect("tick").clone();
+        assert!(
+            !r.cgroups.iter().any(|c| c.cgroup == scope(WEB)),
+            "gone while it restarts"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        ctl.override_for(&scope(WEB)).map(|o| o.weight),
+        Some(300),
+        "kept while the container may come back"
+    );
+    let state = std::fs::read_to_string(host.dir.path().join("state").join("state.json"))
+        .expect("state file");
+    assert!(
+        state.contains(&scope(WEB)),
+        "kept on disk too, for a daemon restart meanwhile: {state}"
+    );
+    assert_eq!(
+        ctl.override_for("lab/c1"),
+        None,
+        "not a container: the override went with its cgroup"
+    );
+
+    // The container is back with the same id: same scope, same override.
+    let back = FakeCgroup::new(host.dir.path().join("cg"), &scope(WEB));
+    back.set_current(2000 * MIB);
+    back.set_stat(1900 * MIB, 100 * MIB);
+    engine.answer(running());
+    tick_until(&mut ctl, "web back with its override", |r| {
+        r.cgroups.iter().any(|c| {
+            c.cgroup == scope(WEB)
+                && c.weight == 300
+                && c.source == Some(WeightSource::Override)
+                && c.container.as_deref() == Some("web")
+        })
+    })
+    .await;
+    assert_eq!(
+        log.count(" INFO ", "its runtime override is kept in case it restarts"),
+        1,
+        "{}",
+        log.text()
+    );
+    assert_eq!(
+        log.count(" INFO ", "its runtime override applies"),
+        1,
+        "{}",
+        log.text()
+    );
+}
+
 #[tokio::test]
 async fn set_by_name_of_a_container_no_rule_manages_says_to_add_a_glob() {
     let host = Host::new();
