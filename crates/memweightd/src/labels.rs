@@ -9,7 +9,8 @@
 //! `memweight_label_clamped` metric).
 //!
 //! Both steps are pure, `&str` in, values out, and never panic ([`parse_labels`],
-//! [`bound`]).
+//! [`bound`]); `fuzz/fuzz_targets/labels.rs` drives them with arbitrary labels and checks
+//! that the bounds hold.
 
 use std::collections::BTreeMap;
 
