@@ -2,7 +2,7 @@
 //!
 //! Labels are requests, not settings: whoever runs a container or builds its image (a
 //! Dockerfile `LABEL` is inherited by every container of the image) sets them, so each
-//! `[[cgroup]]` rule bounds them ([`LabelBounds`]). By default a label may only ask for less
+//! `[[cgroup]]` rule bounds them ([`LabelBounds`]). By default a label may ask for no more
 //! than its rule gives: a weight up to the rule's `weight`, a min up to the rule's `min`, a max
 //! that only lowers the rule's. More is clamped to the bound (weight, min) or refused (max),
 //! and each such label is reported as a [`LabelClamp`] (`explain`, the log once, the
