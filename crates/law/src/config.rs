@@ -397,6 +397,17 @@ pub struct CgroupRule {
     pub min: Option<Size>,
     /// Ceiling for the target.
     pub max: Option<Size>,
+    /// The largest weight a container's `<prefix>weight` label may ask for; more is clamped
+    /// to it. Default: the rule's `weight` (a label may only lower it).
+    pub label_weight_max: Option<u32>,
+    /// The largest floor a container's `<prefix>min` label may ask for; more is clamped to it.
+    /// Default: the rule's `min` (0 without one).
+    pub label_min_max: Option<Size>,
+    /// Whether a container's `<prefix>max` label may raise the rule's `max`. Default `false`:
+    /// a label's max above the rule's is refused (the rule's applies); below it, or under a
+    /// rule without a max, it applies.
+    #[serde(default)]
+    pub label_max_may_rise: bool,
 }
 
 fn default_weight() -> u32 {
@@ -491,11 +502,35 @@ pub struct Settings {
     pub max: Option<u64>,
 }
 
+/// What a rule lets its containers' labels ask for: labels are requests, and the operator
+/// bounds them per rule (`label_weight_max`, `label_min_max`, `label_max_may_rise`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LabelBounds {
+    /// The largest weight a label may ask for.
+    pub weight: u32,
+    /// The largest floor a label may ask for, in bytes.
+    pub min: u64,
+    /// A label's max may rise above the rule's max.
+    pub max_may_rise: bool,
+}
+
+/// One validated rule: its `path` or `glob` as written (normalised), what it gives the cgroups
+/// it names, and what their containers' labels may ask for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// The rule's `path` or `glob`.
+    pub name: String,
+    /// Weight, floor and ceiling.
+    pub settings: Settings,
+    /// The bounds on container labels.
+    pub labels: LabelBounds,
+}
+
 /// A validated config with compiled globs.
 #[derive(Debug, Clone)]
 pub struct Rules {
-    exact: Vec<(String, Settings)>,
-    globs: Vec<(GlobMatcher, String, Settings)>,
+    exact: Vec<Rule>,
+    globs: Vec<(GlobMatcher, Rule)>,
     depth: usize,
 }
 
@@ -515,26 +550,19 @@ impl Rules {
     /// The settings for the cgroup at `rel`, if a rule names it.
     #[must_use]
     pub fn settings_for(&self, rel: &str) -> Option<Settings> {
-        if let Some((_, s)) = self.exact.iter().find(|(p, _)| p == rel) {
-            return Some(*s);
-        }
-        self.globs
-            .iter()
-            .find(|(g, _, _)| g.is_match(rel))
-            .map(|(_, _, s)| *s)
+        self.rule_for(rel).map(|r| r.settings)
     }
 
-    /// The first rule that names `rel`: its `path` or `glob` as written (normalised), and its
-    /// settings.
+    /// The first rule that names `rel`.
     #[must_use]
-    pub fn rule_for(&self, rel: &str) -> Option<(&str, Settings)> {
-        if let Some((p, s)) = self.exact.iter().find(|(p, _)| p == rel) {
-            return Some((p.as_str(), *s));
+    pub fn rule_for(&self, rel: &str) -> Option<&Rule> {
+        if let Some(r) = self.exact.iter().find(|r| r.name == rel) {
+            return Some(r);
         }
         self.globs
             .iter()
-            .find(|(g, _, _)| g.is_match(rel))
-            .map(|(_, g, s)| (g.as_str(), *s))
+            .find(|(g, _)| g.is_match(rel))
+            .map(|(_, r)| r)
     }
 
     /// How deep below the root discovery must look.
@@ -545,7 +573,7 @@ impl Rules {
 
     /// The exact paths, in the order written.
     pub fn exact_paths(&self) -> impl Iterator<Item = &str> {
-        self.exact.iter().map(|(p, _)| p.as_str())
+        self.exact.iter().map(|r| r.name.as_str())
     }
 }
 
@@ -733,7 +761,7 @@ impl Config {
     /// The `[[cgroup]]` rules, checked and compiled.
     fn rules(&self, path: &Path) -> Result<Rules, ConfigError> {
         let invalid = invalid_in(path);
-        let mut exact: Vec<(String, Settings)> = Vec::new();
+        let mut exact: Vec<Rule> = Vec::new();
         let mut globs = Vec::new();
         let mut depth = 0;
         for (i, rule) in self.cgroup.iter().enumerate() {
@@ -753,14 +781,45 @@ impl Config {
                     format!("max ({max} bytes) is below min ({} bytes)", settings.min),
                 ));
             }
+            let labels = LabelBounds {
+                weight: rule.label_weight_max.unwrap_or(rule.weight),
+                min: rule.label_min_max.map_or(settings.min, Size::bytes),
+                max_may_rise: rule.label_max_may_rise,
+            };
+            check_weight(u64::from(labels.weight))
+                .map_err(|e| invalid(field("label_weight_max"), e.to_string()))?;
+            if labels.weight < settings.weight {
+                return Err(invalid(
+                    field("label_weight_max"),
+                    format!(
+                        "{} is below the rule's weight ({}): a label may always ask for less \
+                         than the rule gives; label_weight_max only raises what it may ask",
+                        labels.weight, settings.weight
+                    ),
+                ));
+            }
+            if labels.min < settings.min {
+                return Err(invalid(
+                    field("label_min_max"),
+                    format!(
+                        "{} bytes is below the rule's min ({} bytes): label_min_max only raises \
+                         what a label may ask",
+                        labels.min, settings.min
+                    ),
+                ));
+            }
             match (&rule.path, &rule.glob) {
                 (Some(p), None) => {
                     let p = cgroup_path::normalize(p)
                         .map_err(|e| invalid(field("path"), e.to_string()))?;
-                    if exact.iter().any(|(q, _)| *q == p) {
+                    if exact.iter().any(|r: &Rule| r.name == p) {
                         return Err(invalid(field("path"), format!("{p:?} is listed twice")));
                     }
-                    if let Some((q, _)) = exact.iter().find(|(q, _)| nests(q, &p) || nests(&p, q)) {
+                    if let Some(q) = exact
+                        .iter()
+                        .map(|r| r.name.as_str())
+                        .find(|q| nests(q, &p) || nests(&p, q))
+                    {
                         return Err(invalid(
                             field("path"),
                             format!(
@@ -770,7 +829,11 @@ impl Config {
                         ));
                     }
                     depth = depth.max(p.split('/').count());
-                    exact.push((p, settings));
+                    exact.push(Rule {
+                        name: p,
+                        settings,
+                        labels,
+                    });
                 }
                 (None, Some(g)) => {
                     let g = cgroup_path::normalize(g)
@@ -785,7 +848,14 @@ impl Config {
                     } else {
                         g.split('/').count()
                     });
-                    globs.push((matcher, g, settings));
+                    globs.push((
+                        matcher,
+                        Rule {
+                            name: g,
+                            settings,
+                            labels,
+                        },
+                    ));
                 }
                 _ => {
                     return Err(invalid(
@@ -890,10 +960,13 @@ mod tests {
         assert_eq!(
             rules
                 .rule_for("machine.slice/libpod-abc.scope")
-                .map(|(r, _)| r),
+                .map(|r| r.name.as_str()),
             Some("machine.slice/libpod-*.scope")
         );
-        assert_eq!(rules.rule_for("lab/c1").map(|(r, _)| r), Some("lab/c1"));
+        assert_eq!(
+            rules.rule_for("lab/c1").map(|r| r.name.as_str()),
+            Some("lab/c1")
+        );
         assert!(
             rules
                 .settings_for("machine.slice/x/libpod-abc.scope")
@@ -924,6 +997,26 @@ mod tests {
             (
                 "[[cgroup]]\npath = \"a\"\nmin = \"2G\"\nmax = \"1G\"",
                 "cgroup[0].max",
+            ),
+            (
+                "[[cgroup]]\npath = \"a\"\nweight = 200\nlabel_weight_max = 100",
+                "cgroup[0].label_weight_max",
+            ),
+            (
+                "[[cgroup]]\npath = \"a\"\nlabel_weight_max = 10001",
+                "cgroup[0].label_weight_max",
+            ),
+            (
+                "[[cgroup]]\npath = \"a\"\nlabel_weight_max = 0",
+                "cgroup[0].label_weight_max",
+            ),
+            (
+                "[[cgroup]]\npath = \"a\"\nmin = \"1G\"\nlabel_min_max = \"512M\"",
+                "cgroup[0].label_min_max",
+            ),
+            (
+                "[[cgroup]]\npath = \"a\"\nlabel_max_may_rise = \"yes\"",
+                "label_max_may_rise",
             ),
             ("tick = \"0s\"", "tick"),
             ("tick = \"soon\"", "duration"),
@@ -1008,6 +1101,60 @@ mod tests {
             "test.toml: log_level: must be error, warn, info, debug or trace, got \"loud\"",
         ];
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn label_bounds_default_to_the_rules_own_values() {
+        let (_, rules) = parse(
+            r#"
+            [[cgroup]]
+            path = "lab/plain"
+            [[cgroup]]
+            path = "lab/floor"
+            weight = 300
+            min = "256M"
+            max = "4G"
+            [[cgroup]]
+            glob = "machine.slice/libpod-*.scope"
+            weight = 100
+            label_weight_max = 1000
+            label_min_max = "2G"
+            label_max_may_rise = true
+            "#,
+        )
+        .expect("valid");
+        let bounds = |p: &str| rules.rule_for(p).expect("a rule").labels;
+        assert_eq!(
+            bounds("lab/plain"),
+            LabelBounds {
+                weight: DEFAULT_WEIGHT,
+                min: 0,
+                max_may_rise: false
+            },
+            "a label may ask for no more than the rule gives"
+        );
+        assert_eq!(
+            bounds("lab/floor"),
+            LabelBounds {
+                weight: 300,
+                min: 256 << 20,
+                max_may_rise: false
+            }
+        );
+        assert_eq!(
+            bounds("machine.slice/libpod-abc.scope"),
+            LabelBounds {
+                weight: 1000,
+                min: 2 << 30,
+                max_may_rise: true
+            },
+            "the operator raises them per rule"
+        );
+        // Equal to the rule's own values is the default written out.
+        assert!(
+            parse("[[cgroup]]\npath = \"a\"\nweight = 5\nlabel_weight_max = 5\nmin = \"1G\"\nlabel_min_max = \"1G\"")
+                .is_ok()
+        );
     }
 
     #[test]
@@ -1163,6 +1310,9 @@ mod tests {
                     "[capacity]\npsi_threshold", "[capacity]\npsi_step", "[capacity]\npsi_max_cut",
                     "[metrics]\nlisten", "[control]\ngroup", "[[cgroup]]\npath = \"a\"\nweight",
                     "[[cgroup]]\npath = \"a\"\nmin", "[[cgroup]]\npath = \"a\"\nmax",
+                    "[[cgroup]]\npath = \"a\"\nlabel_weight_max",
+                    "[[cgroup]]\npath = \"a\"\nlabel_min_max",
+                    "[[cgroup]]\npath = \"a\"\nlabel_max_may_rise",
                     "[[cgroup]]\nglob",
                 ]),
                 value in prop_oneof![

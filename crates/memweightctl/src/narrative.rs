@@ -33,6 +33,7 @@ pub fn narrative(e: &Explanation) -> Vec<String> {
             p.total_weight
         ),
     });
+    out.extend(e.setting.label_clamps.iter().map(ToString::to_string));
     out.push(format!(
         "pool capacity {} for total usage {}: {}",
         b(p.capacity),
@@ -114,7 +115,7 @@ pub fn narrative(e: &Explanation) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::remote::tests::{pool, status_row};
-    use memweight_proto::ctl::{Setting, Values, WeightSource};
+    use memweight_proto::ctl::{LabelClamp, LabelField, Setting, Values, WeightSource};
 
     /// lab/c1 under pressure, 1000 MiB above its share, weight 1 by a runtime override (3 in
     /// the configuration), its memory.high written at 834 MiB.
@@ -141,6 +142,7 @@ mod tests {
                 container: None,
                 labels: None,
                 source: None,
+                label_clamps: Vec::new(),
             },
             pool,
         }
@@ -190,5 +192,37 @@ mod tests {
             ),
             "{text}"
         );
+        assert!(!text.contains("clamped"), "no clamp, no line: {text}");
+        labelled.setting.label_clamps = vec![
+            LabelClamp {
+                label: "memweight.weight".into(),
+                field: LabelField::Weight,
+                asked: 10_000,
+                applied: 100,
+            },
+            LabelClamp {
+                label: "memweight.min".into(),
+                field: LabelField::Min,
+                asked: 1 << 40,
+                applied: 0,
+            },
+            LabelClamp {
+                label: "memweight.max".into(),
+                field: LabelField::Max,
+                asked: 8 << 30,
+                applied: 4 << 30,
+            },
+        ];
+        let text = narrative(&labelled).join("\n");
+        for line in [
+            "label memweight.weight asks weight 10000, more than the rule's label_weight_max: \
+             clamped to 100",
+            "label memweight.min asks min 1024 GiB, more than the rule's label_min_max: clamped \
+             to 0 B",
+            "label memweight.max asks max 8192 MiB, above the rule's max: refused, 4096 MiB applies \
+             (label_max_may_rise = false)",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line:?} in {text}");
+        }
     }
 }

@@ -549,6 +549,9 @@ fn setting_table(s: &Setting) -> String {
     if let Some(src) = &s.source {
         out.push_str(&format!("weight from {src}\n"));
     }
+    for c in &s.label_clamps {
+        out.push_str(&format!("{c}\n"));
+    }
     out
 }
 
@@ -749,6 +752,7 @@ fn reloaded_text(r: &Reloaded) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use memweight_proto::ctl::{LabelClamp, LabelField};
 
     pub(crate) fn status_row(cgroup: &str, overridden: bool) -> CgroupStatus {
         CgroupStatus {
@@ -1115,8 +1119,21 @@ pub(crate) mod tests {
                 label: "memweight.weight".into(),
                 container: "web".into(),
             }),
+            label_clamps: vec![LabelClamp {
+                label: "memweight.weight".into(),
+                field: LabelField::Weight,
+                asked: 10_000,
+                applied: 100,
+            }],
         })));
         assert!(text.contains(" web ") && text.contains(" label "), "{text}");
+        assert!(
+            text.contains(
+                "label memweight.weight asks weight 10000, more than the rule's \
+                 label_weight_max: clamped to 100\n"
+            ),
+            "{text}"
+        );
         let mut row = status_row("machine.slice/libpod-0123.scope", false);
         row.container = Some("web".into());
         row.source = Some(WeightSource::Label {
@@ -1132,6 +1149,12 @@ pub(crate) mod tests {
             container: Some("web".into()),
             labels: None,
             source: row.source.clone(),
+            label_clamps: vec![LabelClamp {
+                label: "memweight.min".into(),
+                field: LabelField::Min,
+                asked: 1 << 40,
+                applied: 0,
+            }],
         };
         let explained = table(&Reply::Explain(Box::new(Explanation {
             status: row,
@@ -1142,6 +1165,13 @@ pub(crate) mod tests {
         assert!(
             explained.contains("weight          3, from label memweight.weight on container web\n"),
             "{explained}"
+        );
+        assert!(
+            explained.contains(
+                "  label memweight.min asks min 1024 GiB, more than the rule's label_min_max: \
+                 clamped to 0 B\n"
+            ),
+            "explain says the label was clamped: {explained}"
         );
         assert!(
             text.contains("weight from label memweight.weight on container web"),
@@ -1165,6 +1195,7 @@ pub(crate) mod tests {
             container: None,
             labels: None,
             source: None,
+            label_clamps: Vec::new(),
         })));
         let row = text.lines().nth(1).expect("row");
         assert!(
@@ -1193,6 +1224,7 @@ pub(crate) mod tests {
                 container: None,
                 labels: None,
                 source: None,
+                label_clamps: Vec::new(),
             },
             pool: pool(),
         })));

@@ -263,7 +263,9 @@ fn setting(ctl: &Controller, path: &str) -> Setting {
         Some(r) => Some(r.source.clone()),
         None => ov.map(|_| WeightSource::Override),
     };
-    let (container, labels) = resolved.map_or((None, None), |r| (r.container, r.labels));
+    let (container, labels, label_clamps) = resolved.map_or((None, None, Vec::new()), |r| {
+        (r.container, r.labels, r.label_clamps)
+    });
     Setting {
         cgroup: path.to_owned(),
         managed: ctl.is_managed(path),
@@ -277,5 +279,6 @@ fn setting(ctl: &Controller, path: &str) -> Setting {
         container,
         labels,
         source,
+        label_clamps,
     }
 }

@@ -17,8 +17,8 @@
 //!
 //! The pure parts are here too, tested without a socket: [`container_id`] takes the id out of a
 //! cgroup path (`machine.slice/libpod-<id>.scope`, `system.slice/docker-<id>.scope`, optionally
-//! followed by podman's `/container` sub-cgroup), [`parse_list`] reads the API's answer and
-//! [`parse_labels`] the `memweight.*` labels.
+//! followed by podman's `/container` sub-cgroup) and [`parse_list`] reads the API's answer.
+//! What the labels ask for, and what a rule lets them have, is [`crate::labels`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,8 +28,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper_util::rt::TokioIo;
-use memweight_proto::ctl::LabelValues;
-use memweight_proto::size::Size;
 use serde::Deserialize;
 use tokio::net::UnixStream;
 use tokio::sync::watch;
@@ -124,72 +122,6 @@ pub fn container_id(cgroup: &str) -> Option<&str> {
         .or_else(|| last.strip_prefix("docker-"))?
         .strip_suffix(".scope")?;
     (id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
-}
-
-/// A label whose value was not accepted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LabelError {
-    /// The full label name, e.g. `memweight.weight`.
-    pub label: String,
-    /// Its value as given.
-    pub value: String,
-    /// What is accepted instead.
-    pub accepted: String,
-}
-
-/// Reads `<prefix>weight` (`1..=10000`), `<prefix>min` and `<prefix>max` (sizes like `"1G"`).
-/// Invalid values are left out of the result and reported; a `max` below the `min` drops both.
-#[must_use]
-pub fn parse_labels(
-    labels: &BTreeMap<String, String>,
-    prefix: &str,
-) -> (LabelValues, Vec<LabelError>) {
-    let mut out = LabelValues::default();
-    let mut errors = Vec::new();
-    let size_form = "a size like \"256M\" or \"1G\" (K, M, G, T = KiB, MiB, GiB, TiB)";
-    let mut bad = |key: &str, value: &str, accepted: &str| {
-        errors.push(LabelError {
-            label: format!("{prefix}{key}"),
-            value: value.to_owned(),
-            accepted: accepted.to_owned(),
-        });
-    };
-    if let Some(v) = labels.get(&format!("{prefix}weight")) {
-        match memweight_policy::parse_weight(v) {
-            Ok(w) => out.weight = Some(w),
-            Err(_) => bad(
-                "weight",
-                v,
-                &format!(
-                    "{}, e.g. memweight.weight=200",
-                    memweight_policy::accepted_weights()
-                ),
-            ),
-        }
-    }
-    for (key, slot) in [("min", &mut out.min), ("max", &mut out.max)] {
-        if let Some(v) = labels.get(&format!("{prefix}{key}")) {
-            match v.parse::<Size>() {
-                Ok(s) => *slot = Some(s.bytes()),
-                Err(_) => bad(key, v, size_form),
-            }
-        }
-    }
-    if let (Some(lo), Some(hi)) = (out.min, out.max)
-        && hi < lo
-    {
-        bad(
-            "max",
-            &labels
-                .get(&format!("{prefix}max"))
-                .cloned()
-                .unwrap_or_default(),
-            &format!("a ceiling at least {prefix}min ({lo} bytes); both are ignored"),
-        );
-        out.min = None;
-        out.max = None;
-    }
-    (out, errors)
 }
 
 /// One element of the API's `GET /containers/json` answer; only what is needed.
@@ -660,13 +592,6 @@ mod tests {
 
     const ID: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
-
     #[test]
     fn ids_come_from_podman_and_docker_scopes() {
         assert_eq!(
@@ -718,59 +643,6 @@ mod tests {
         let list = parse_list(body.as_bytes()).expect("an array");
         let names: Vec<&str> = list.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["web", "db"]);
-    }
-
-    #[test]
-    fn labels_parse_or_are_reported() {
-        let (v, errs) = parse_labels(
-            &labels(&[
-                ("memweight.weight", " 250 "),
-                ("memweight.min", "256M"),
-                ("memweight.max", "1G"),
-                ("other", "x"),
-            ]),
-            "memweight.",
-        );
-        assert!(errs.is_empty(), "{errs:?}");
-        assert_eq!(
-            v,
-            LabelValues {
-                weight: Some(250),
-                min: Some(256 << 20),
-                max: Some(1 << 30)
-            }
-        );
-        let (v, errs) = parse_labels(
-            &labels(&[
-                ("memweight.weight", "0"),
-                ("memweight.min", "lots"),
-                ("memweight.max", "2G"),
-            ]),
-            "memweight.",
-        );
-        assert_eq!(
-            v,
-            LabelValues {
-                weight: None,
-                min: None,
-                max: Some(2 << 30)
-            }
-        );
-        let names: Vec<&str> = errs.iter().map(|e| e.label.as_str()).collect();
-        assert_eq!(names, ["memweight.weight", "memweight.min"]);
-        assert!(errs[0].accepted.contains("1..=10000"), "{errs:?}");
-        assert!(errs[1].accepted.contains("\"1G\""), "{errs:?}");
-        for bad in ["10001", "-1", "1.5", "", "2e3", "99999999999"] {
-            let (v, errs) = parse_labels(&labels(&[("memweight.weight", bad)]), "memweight.");
-            assert_eq!((v.weight, errs.len()), (None, 1), "{bad:?}");
-        }
-        let (v, errs) = parse_labels(
-            &labels(&[("memweight.min", "2G"), ("memweight.max", "1G")]),
-            "memweight.",
-        );
-        assert_eq!((v.min, v.max, errs.len()), (None, None, 1));
-        let (v, errs) = parse_labels(&labels(&[("mw/weight", "7")]), "mw/");
-        assert_eq!((v.weight, errs.len()), (Some(7), 0));
     }
 
     #[test]

@@ -14,17 +14,19 @@ use std::time::{Duration, Instant};
 use memweight_cgroupfs::{
     CgroupFs, CgroupSample, HostSample, Limit, MemoryEvents, MemoryStat, ProcFs, Reclaimed, Written,
 };
-use memweight_proto::ctl::{LabelValues, WeightSource};
+use memweight_proto::ctl::{LabelClamp, LabelField, LabelValues, WeightSource};
 use serde::Serialize;
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
 use crate::capacity::Carry;
 use crate::config::{CapacityMode, Config, Rules, Settings};
-use crate::containers::{self, Containers, LabelError, Snapshot};
+use crate::containers::{self, Containers, Snapshot};
 use crate::decide::{self, Originals, Writes};
+use crate::labels::{self, LabelError};
+use crate::logging::untrusted;
 use crate::outside::Outside;
-use crate::state::{Original, Override, State, StateStore};
+use crate::state::{Original, Orphans, Override, State, StateStore};
 use crate::step::{self, CgroupStep, Law, Row, Step, effective_guard, held, limit_above};
 
 /// Errors that stop the daemon from starting or running.
@@ -91,6 +93,8 @@ pub struct Resolved {
     pub labels: Option<LabelValues>,
     /// Labels whose values were not accepted (their rule values apply).
     pub label_errors: Vec<LabelError>,
+    /// Labels that asked for more than the rule lets a label ask (clamped or refused).
+    pub label_clamps: Vec<LabelClamp>,
     /// Where the weight comes from.
     pub source: WeightSource,
 }
@@ -142,6 +146,21 @@ pub struct TickReport {
     pub pool: memweight_proto::ctl::Pool,
     /// One line per managed cgroup, sorted by path.
     pub cgroups: Vec<CgroupReport>,
+    /// Container labels that asked for more than their rule lets a label ask (clamped or
+    /// refused), by cgroup.
+    pub label_clamps: Vec<ClampedLabel>,
+}
+
+/// A container label held to its rule's bounds at a tick (the `memweight_label_clamped`
+/// metric).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ClampedLabel {
+    /// The cgroup.
+    pub cgroup: String,
+    /// Its container's name.
+    pub container: String,
+    /// The label, e.g. `memweight.weight`.
+    pub label: String,
 }
 
 /// Counters since start, for metrics.
@@ -199,6 +218,8 @@ pub struct Controller {
     unchanged: BTreeSet<String>,
     containers: Option<Containers>,
     snap: Arc<Snapshot>,
+    /// Overrides of container cgroups that are gone, kept while the container may restart.
+    orphans: Orphans,
     /// Cgroups no rule may make the daemon manage: its own cgroup and every ancestor of it
     /// (throttling them would throttle the daemon), and `init.scope` (PID 1).
     forbidden: BTreeSet<String>,
@@ -308,6 +329,7 @@ impl Controller {
             unchanged: BTreeSet::new(),
             containers: None,
             snap: Arc::new(Snapshot::default()),
+            orphans: Orphans::default(),
             forbidden: BTreeSet::new(),
         }
         .with_forbidden())
@@ -471,33 +493,31 @@ impl Controller {
     /// override.
     #[must_use]
     pub fn resolve(&self, path: &str) -> Option<Resolved> {
-        let (rule, configured) = self.rules.rule_for(path)?;
+        let rule = self.rules.rule_for(path)?;
+        let configured = rule.settings;
         let mut s = configured;
         let mut source = WeightSource::Config {
-            rule: rule.to_owned(),
+            rule: rule.name.clone(),
         };
         let container = self.snap.for_cgroup(path);
         let prefix = &self.cfg.containers.label_prefix;
         let (labels, label_errors) = container.map_or_else(
             || (None, Vec::new()),
             |c| {
-                let (v, errors) = containers::parse_labels(&c.labels, prefix);
+                let (v, errors) = labels::parse_labels(&c.labels, prefix);
                 (Some(v), errors)
             },
         );
+        let mut label_clamps = Vec::new();
         if let (Some(l), Some(c)) = (labels, container) {
-            if let Some(w) = l.weight {
-                s.weight = w;
+            let bounded = labels::bound(configured, rule.labels, l, prefix);
+            s = bounded.settings;
+            label_clamps = bounded.clamps;
+            if l.weight.is_some() {
                 source = WeightSource::Label {
                     label: format!("{prefix}weight"),
                     container: c.name.clone(),
                 };
-            }
-            if let Some(m) = l.min {
-                s.min = m;
-            }
-            if l.max.is_some() {
-                s.max = l.max;
             }
         }
         if let Some(ov) = self.state.overrides.get(path) {
@@ -509,14 +529,21 @@ impl Controller {
             if ov.max.is_some() {
                 s.max = ov.max;
             }
+            // What the override replaces is no longer the label's to ask.
+            label_clamps.retain(|c| match c.field {
+                LabelField::Weight => false,
+                LabelField::Min => ov.min.is_none(),
+                LabelField::Max => ov.max.is_none(),
+            });
         }
         Some(Resolved {
             settings: s,
             configured,
-            rule: rule.to_owned(),
+            rule: rule.name.clone(),
             container: container.map(|c| c.name.clone()),
             labels: labels.filter(|l| *l != LabelValues::default()),
             label_errors,
+            label_clamps,
             source,
         })
     }
@@ -525,16 +552,26 @@ impl Controller {
         self.resolve(path).map(|r| r.settings)
     }
 
-    /// Resolves `path` and warns once per container and bad label value.
+    /// Resolves `path` and warns once per container and label that is invalid or asks for
+    /// more than the rule lets it ask.
     fn settings_warning_labels(&mut self, path: &str) -> Option<Settings> {
         let r = self.resolve(path)?;
         if let (Some(name), Some(id)) = (&r.container, containers::container_id(path)) {
             for e in &r.label_errors {
-                let key = format!("label:{id}:{}={}", e.label, e.value);
-                self.warn_once(&key, || {
-                    warn!(container = %name, cgroup = %path, label = %e.label, value = %e.value,
-                        accepted = %e.accepted,
+                // A running container's labels cannot change: one warning per id and label.
+                self.warn_once(&format!("label:{id}:{}", e.label), || {
+                    warn!(container = %name, cgroup = %path, label = %e.label,
+                        value = %untrusted(&e.value), accepted = %e.accepted,
                         "ignoring an invalid container label; the configured value applies");
+                });
+            }
+            for c in &r.label_clamps {
+                self.warn_once(&format!("clamp:{id}:{}", c.label), || {
+                    warn!(container = %name, cgroup = %path, label = %c.label, rule = %r.rule,
+                        asked = c.asked, applied = c.applied, bound = c.field.bound_key(),
+                        "a container label asks for more than its rule lets labels ask: weight \
+                         and min are clamped to the bound, a max above the rule's is refused; \
+                         the operator raises the bound in the [[cgroup]] rule");
                 });
             }
         }
@@ -624,9 +661,15 @@ impl Controller {
                 out.push((path.clone(), s));
             }
         }
-        // Warnings about cgroups that are gone may be given again if they come back.
+        // Warnings about cgroups that are gone may be given again if they come back; those
+        // about a container's labels are kept while the engine lists the container, so that
+        // their number stays bounded by the containers running.
+        let listed = &self.snap.containers;
         self.warned.retain(|k| match k.split_once(':') {
-            Some(("anc" | "restore" | "label" | "forbidden", _)) | None => true,
+            Some(("anc" | "restore" | "forbidden", _)) | None => true,
+            Some(("label" | "clamp", rest)) => rest
+                .split_once(':')
+                .is_some_and(|(id, _)| listed.contains_key(id)),
             Some((_, p)) => found.contains(p),
         });
         out
@@ -918,7 +961,9 @@ impl Controller {
         if self.state.originals.remove(path).is_some() {
             self.dirty = true;
         }
-        if self.state.overrides.remove(path).is_some() {
+        // A container's override waits for the container to come back
+        // ([`Controller::drop_orphan_overrides`]); any other goes with its cgroup.
+        if containers::container_id(path).is_none() && self.state.overrides.remove(path).is_some() {
             info!(cgroup = %path, "runtime override of a vanished cgroup removed");
             self.dirty = true;
         }
@@ -991,11 +1036,14 @@ impl Controller {
         Ok(self.fs.sample(path)?.map(|s| (s, false)))
     }
 
-    /// Drops runtime overrides whose cgroup no longer exists and is not managed: a container
+    /// Drops runtime overrides whose cgroup no longer exists and is not managed: a cgroup
     /// removed while the daemon was down, or after it was released, leaves no override that
-    /// would apply to a later cgroup of the same name. One `stat` per such override per tick.
+    /// would apply to a later cgroup of the same name. A container's cgroup (its id in the
+    /// path) is the exception: `podman restart` and restart policies bring the same container
+    /// back under the same path, so its override is kept for
+    /// [`crate::state::OVERRIDE_GRACE`] ([`Orphans`]). One `stat` per such override per tick.
     fn drop_orphan_overrides(&mut self) {
-        let orphans: Vec<String> = self
+        let gone: Vec<String> = self
             .state
             .overrides
             .keys()
@@ -1003,8 +1051,28 @@ impl Controller {
             .filter(|p| matches!(self.fs.id(p), Ok(None)))
             .cloned()
             .collect();
-        for p in orphans {
+        let (of_containers, others): (BTreeSet<String>, BTreeSet<String>) = gone
+            .into_iter()
+            .partition(|p| containers::container_id(p).is_some());
+        for p in others {
             info!(cgroup = %p, "runtime override of a cgroup that no longer exists removed");
+            self.state.overrides.remove(&p);
+            self.dirty = true;
+        }
+        let changes = self.orphans.update(&of_containers, Instant::now());
+        for p in &changes.kept {
+            info!(cgroup = %p, grace_s = crate::state::OVERRIDE_GRACE.as_secs(),
+                "a container's cgroup is gone; its runtime override is kept in case it restarts \
+                 (podman restart and restart policies keep the container id)");
+        }
+        for p in &changes.back {
+            if self.state.overrides.contains_key(p) {
+                info!(cgroup = %p, "the container's cgroup is back; its runtime override applies");
+            }
+        }
+        for p in changes.expired {
+            info!(cgroup = %p, grace_s = crate::state::OVERRIDE_GRACE.as_secs(),
+                "runtime override removed: its container did not come back");
             self.state.overrides.remove(&p);
             self.dirty = true;
         }
@@ -1300,6 +1368,7 @@ impl Controller {
         }
 
         let mut reports = Vec::with_capacity(rows.len());
+        let mut label_clamps = Vec::new();
         let mut refresh: Vec<String> = Vec::new();
         for (i, (path, st, s)) in rows.iter().enumerate() {
             let d = &plan.decisions[i];
@@ -1348,6 +1417,15 @@ impl Controller {
                 );
             }
             let resolved = self.resolve(path);
+            if let Some(r) = &resolved
+                && let Some(container) = &r.container
+            {
+                label_clamps.extend(r.label_clamps.iter().map(|c| ClampedLabel {
+                    cgroup: path.clone(),
+                    container: container.clone(),
+                    label: c.label.clone(),
+                }));
+            }
             reports.push(CgroupReport {
                 cgroup: path.clone(),
                 weight: st.weight,
@@ -1433,6 +1511,7 @@ impl Controller {
                 duration_us: 0,
             },
             cgroups: reports,
+            label_clamps,
         }
     }
 

@@ -99,6 +99,7 @@ mod tests {
                     duration_us: 0,
                 },
                 cgroups: Vec::new(),
+                label_clamps: Vec::new(),
             }),
             counters: Counters::default(),
             at: Instant::now(),

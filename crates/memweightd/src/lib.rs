@@ -17,6 +17,7 @@
 //!   `memweightctl plan`); what the tests and proptests drive.
 //! * [`containers`]: container names and labels from the podman/docker API, refreshed by a
 //!   background task the loop never waits on.
+//! * [`labels`]: what container labels ask for, bounded by their rule (pure).
 //! * [`controller`]: the state owner: discovery, adoption, sampling, enforcement, restore.
 //! * [`state`]: originals and overrides that survive restarts (atomic JSON).
 //! * [`server`]: the control socket: requests in, typed commands to the loop, replies out.
@@ -34,6 +35,7 @@ pub mod commands;
 pub mod containers;
 pub mod controller;
 pub mod desk;
+pub mod labels;
 pub mod logging;
 pub mod metrics;
 pub mod outside;

@@ -12,7 +12,10 @@
 //! Values from outside (container names, labels, cgroup paths) may contain newlines. In a
 //! native entry every value is length-encoded, so they cannot start another field or entry.
 //! On stderr ([`LineSafe`]) every newline and carriage return inside an event is written as
-//! `\n` / `\r`: one event is always one line, whatever its fields hold.
+//! `\n` / `\r`: one event is always one line, whatever its fields hold. A value anyone may
+//! set (a container label's value) is logged through [`untrusted`], so that it cannot forge
+//! another field of the line either (`value=1 cgroup=other`), nor send escape sequences to a
+//! terminal, nor fill the journal.
 
 use std::io::{self, IsTerminal as _, Write};
 
@@ -78,6 +81,28 @@ impl<W: Write> Write for LineSafe<W> {
 
     fn flush(&mut self) -> io::Result<()> {
         self.0.flush()
+    }
+}
+
+/// The longest untrusted value logged; longer ones are cut (and say by how much).
+pub const UNTRUSTED_MAX_CHARS: usize = 64;
+
+/// A value from outside (a container label's value) as it is logged: as given when it is a
+/// short plain word (letters, digits and `.,:/+-_`, e.g. `lots`, `1G`, `10000`), so the journal
+/// field `VALUE=` stays greppable; otherwise quoted and escaped like a Rust string (`"1
+/// cgroup=x"`, `"a\u{1b}[2J"`), and cut to [`UNTRUSTED_MAX_CHARS`] characters.
+#[must_use]
+pub fn untrusted(value: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || ".,:/+-_".contains(c);
+    let n = value.chars().count();
+    if n <= UNTRUSTED_MAX_CHARS && !value.is_empty() && value.chars().all(plain) {
+        return value.to_owned();
+    }
+    let shown: String = value.chars().take(UNTRUSTED_MAX_CHARS).collect();
+    if n > UNTRUSTED_MAX_CHARS {
+        format!("{shown:?}… ({} bytes in all)", value.len())
+    } else {
+        format!("{shown:?}")
     }
 }
 
@@ -161,6 +186,23 @@ mod tests {
         assert_eq!(one_line(b"plain\n"), b"plain\n");
         assert_eq!(one_line(b"no end"), b"no end");
         assert_eq!(one_line(b""), b"");
+    }
+
+    #[test]
+    fn untrusted_values_cannot_forge_a_field_and_are_bounded() {
+        for plain in ["lots", "1G", "10000", "256M", "a.b/c:d+e-f_g,h"] {
+            assert_eq!(untrusted(plain), plain);
+        }
+        assert_eq!(untrusted(""), "\"\"");
+        assert_eq!(untrusted("1 cgroup=other"), "\"1 cgroup=other\"");
+        assert_eq!(untrusted("x\nERROR forged"), "\"x\\nERROR forged\"");
+        assert_eq!(untrusted("\u{1b}[2J"), "\"\\u{1b}[2J\"");
+        assert_eq!(untrusted("say \"hi\""), "\"say \\\"hi\\\"\"");
+        let long = "é".repeat(1000);
+        let shown = untrusted(&long);
+        assert!(shown.starts_with(&format!("\"{}\"…", "é".repeat(UNTRUSTED_MAX_CHARS))));
+        assert!(shown.ends_with("(2000 bytes in all)"), "{shown}");
+        assert!(shown.chars().count() < 100, "{shown}");
     }
 
     #[test]

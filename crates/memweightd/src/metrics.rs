@@ -469,6 +469,21 @@ pub fn registry(snapshot: Option<&Published>, metrics: &Metrics) -> Registry {
         "memory.pressure full avg10, percent.",
         &rows_f(&|c| c.psi_full_avg10),
     );
+    b.per_cgroup(
+        "label_clamped",
+        "1 for each container label that asks for more than its rule lets labels ask (weight or min clamped, max refused).",
+        &r.label_clamps
+            .iter()
+            .map(|c| {
+                let labels = vec![
+                    ("cgroup".to_owned(), c.cgroup.clone()),
+                    ("container".to_owned(), c.container.clone()),
+                    ("label".to_owned(), c.label.clone()),
+                ];
+                (labels, 1)
+            })
+            .collect::<Vec<_>>(),
+    );
     let events = Family::<Labels, Counter>::default();
     for c in &r.cgroups {
         for (event, v) in [
@@ -686,7 +701,7 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::CgroupReport;
+    use crate::controller::{CgroupReport, ClampedLabel};
 
     fn report(paths: &[&str]) -> TickReport {
         TickReport {
@@ -749,6 +764,7 @@ mod tests {
                     operator: None,
                 })
                 .collect(),
+            label_clamps: Vec::new(),
         }
     }
 
@@ -773,6 +789,11 @@ mod tests {
             c.high = Some(1 << 30);
             c.container = Some("web".to_owned());
         }
+        r.label_clamps.push(ClampedLabel {
+            cgroup: "machine.slice/libpod-0123.scope".to_owned(),
+            container: "web".to_owned(),
+            label: "memweight.weight".to_owned(),
+        });
         Published {
             report: Arc::new(r),
             counters: Counters::default(),
@@ -839,7 +860,7 @@ mod tests {
                 .labels
                 .iter()
                 .map(|(k, vals)| match k.as_str() {
-                    "cgroup" | "container" | "version" | "commit" => k.clone(),
+                    "cgroup" | "container" | "label" | "version" | "commit" => k.clone(),
                     _ => format!(
                         "{k}=\"{}\"",
                         vals.iter().cloned().collect::<Vec<_>>().join("\\|")
@@ -938,6 +959,27 @@ mod tests {
         // Before the first tick the build is known too.
         let none = render(None, &Metrics::default(), Format::Classic);
         assert!(none.contains("memweight_build_info{"), "{none}");
+    }
+
+    #[test]
+    fn a_clamped_label_is_flagged_per_container_and_label() {
+        let text = render(Some(&full_snapshot()), &Metrics::default(), Format::Classic);
+        assert!(
+            text.contains(
+                "memweight_label_clamped{cgroup=\"machine.slice/libpod-0123.scope\",\
+                 container=\"web\",label=\"memweight.weight\"} 1"
+            ),
+            "{text}"
+        );
+        let none = render(
+            Some(&snapshot(&["lab/a"])),
+            &Metrics::default(),
+            Format::Classic,
+        );
+        assert!(
+            !none.contains("memweight_label_clamped{"),
+            "no clamp, no series: {none}"
+        );
     }
 
     #[test]

@@ -1,15 +1,17 @@
 //! What must survive a restart: each managed cgroup's original `memory.high`/`memory.low`
 //! (tied to the cgroup's id, so a cgroup recreated under the same name is not given another
-//! one's original), and runtime weight overrides.
+//! one's original), and runtime weight overrides — also those of a container whose cgroup is
+//! gone for a while, so that the container's own restart keeps them ([`Orphans`]).
 //!
 //! The file is JSON, replaced atomically (write to a temporary file in the same directory,
 //! fsync, rename, fsync the directory), so a crash or `kill -9` leaves either the old or the new
 //! state, never a torn one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use memweight_proto::cgroup_path;
 use serde::{Deserialize, Serialize};
@@ -295,9 +297,132 @@ impl StateStore {
     }
 }
 
+/// How long the runtime override of a container's cgroup outlives the cgroup. `podman
+/// restart`, `docker restart` and a restart policy (`--restart=always` after an OOM kill) keep
+/// the container's id, so its scope (`libpod-<id>.scope`, `docker-<id>.scope`) comes back
+/// under the same path, after a few seconds or, with docker's growing restart delay, up to a
+/// minute or so.
+pub const OVERRIDE_GRACE: Duration = Duration::from_secs(600);
+/// The most overrides of gone container cgroups kept at once; beyond it the longest gone go.
+pub const ORPHANS_KEPT: usize = 256;
+
+/// Runtime overrides of container cgroups that are gone, and since when: kept for
+/// [`OVERRIDE_GRACE`] (at most [`ORPHANS_KEPT`] of them) so that a restarted container finds
+/// its override again. A container id is never reused, so an override kept by a path with the
+/// id in it can only apply to the same container. Pure: the caller says what is gone and when.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Orphans {
+    since: BTreeMap<String, Instant>,
+}
+
+/// What [`Orphans::update`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OrphanChanges {
+    /// Gone since this update: kept for now.
+    pub kept: Vec<String>,
+    /// Gone before and back now: their override applies again.
+    pub back: Vec<String>,
+    /// Gone for [`OVERRIDE_GRACE`] or more, or beyond [`ORPHANS_KEPT`]: drop their override.
+    pub expired: Vec<String>,
+}
+
+impl Orphans {
+    /// Records that the cgroups in `gone` (paths of overrides whose cgroup does not exist) are
+    /// gone at `now`, and says which came back, which are new and which expired (forgotten
+    /// here).
+    pub fn update(&mut self, gone: &BTreeSet<String>, now: Instant) -> OrphanChanges {
+        let mut changes = OrphanChanges::default();
+        self.since.retain(|p, _| {
+            let still = gone.contains(p);
+            if !still {
+                changes.back.push(p.clone());
+            }
+            still
+        });
+        for p in gone {
+            self.since.entry(p.clone()).or_insert_with(|| {
+                changes.kept.push(p.clone());
+                now
+            });
+        }
+        let mut by_age: Vec<(Instant, &String)> = self.since.iter().map(|(p, t)| (*t, p)).collect();
+        by_age.sort();
+        let over = by_age.len().saturating_sub(ORPHANS_KEPT);
+        changes.expired = by_age
+            .iter()
+            .enumerate()
+            .filter(|(i, (t, _))| *i < over || now.saturating_duration_since(*t) >= OVERRIDE_GRACE)
+            .map(|(_, (_, p))| (*p).clone())
+            .collect();
+        for p in &changes.expired {
+            self.since.remove(p);
+        }
+        changes
+    }
+
+    /// How many are kept now.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.since.len()
+    }
+
+    /// Whether none is kept.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.since.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn set(paths: &[&str]) -> BTreeSet<String> {
+        paths.iter().map(|p| (*p).to_owned()).collect()
+    }
+
+    #[test]
+    fn orphaned_overrides_are_kept_for_the_grace_then_dropped() {
+        let t0 = Instant::now();
+        let mut o = Orphans::default();
+        let c = o.update(&set(&["a", "b"]), t0);
+        assert_eq!((c.kept.len(), c.back.len(), c.expired.len()), (2, 0, 0));
+        // "a" comes back; "b" stays gone, not reported again.
+        let c = o.update(&set(&["b"]), t0 + Duration::from_secs(5));
+        assert_eq!(c.back, ["a"]);
+        assert!(c.kept.is_empty() && c.expired.is_empty(), "{c:?}");
+        let almost = t0 + OVERRIDE_GRACE - Duration::from_millis(1);
+        assert!(o.update(&set(&["b"]), almost).expired.is_empty());
+        let c = o.update(&set(&["b"]), t0 + OVERRIDE_GRACE);
+        assert_eq!(c.expired, ["b"]);
+        assert!(o.is_empty());
+        // Gone again later: a new grace.
+        let later = t0 + 3 * OVERRIDE_GRACE;
+        assert_eq!(o.update(&set(&["a"]), later).kept, ["a"]);
+        assert!(
+            o.update(&set(&["a"]), later + OVERRIDE_GRACE / 2)
+                .expired
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn at_most_orphans_kept_the_longest_gone_go_first() {
+        let t0 = Instant::now();
+        let mut o = Orphans::default();
+        let names: Vec<String> = (0..ORPHANS_KEPT + 3).map(|i| format!("c{i:04}")).collect();
+        // One more gone each second.
+        let mut gone = BTreeSet::new();
+        let mut expired = Vec::new();
+        for (i, n) in names.iter().enumerate() {
+            gone.insert(n.clone());
+            let at = t0 + Duration::from_secs(u64::try_from(i).expect("small"));
+            expired.extend(o.update(&gone, at).expired);
+            gone.retain(|p| !expired.contains(p));
+        }
+        assert_eq!(o.len(), ORPHANS_KEPT);
+        assert_eq!(expired, names[..3], "the three gone longest");
+    }
 
     #[test]
     fn round_trip_and_missing_file() {

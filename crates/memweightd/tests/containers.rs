@@ -281,7 +281,12 @@ async fn label_weights_apply_and_follow_relabel_and_stop() {
             container(PLAIN, "/plain", &[("unrelated", "x")]),
         ]),
     );
-    let mut ctl = host.controller();
+    // The operator lets labels ask for more than the rule gives.
+    let mut ctl = host.controller_with(
+        "[[cgroup]]\nglob = \"machine.slice/libpod-*.scope\"\nweight = 100\n\
+         label_weight_max = 1000\nlabel_min_max = \"1G\"\n\
+         [[cgroup]]\npath = \"lab/c1\"\nweight = 7\n",
+    );
     tick_until(&mut ctl, "label weights applied", |r| {
         row(r, &scope(WEB)).weight == 2 && row(r, &scope(DB)).weight == 300
     })
@@ -370,6 +375,201 @@ async fn invalid_label_falls_back_to_the_rule_with_one_warning() {
     assert!(web.contains("value=heavy"), "{web}");
     assert!(web.contains("1..=10000"), "the accepted form: {web}");
     assert_eq!(log.count(" ERROR ", ""), 0, "{text}");
+}
+
+/// The issue-23 reproduction: under the shipped rule (weight 100, no bounds written), a
+/// container started with `--label memweight.weight=10000 --label memweight.min=1T` kept its
+/// whole working set while its neighbours fell to 46 %. Now labels get no more than the rule
+/// gives, and `explain`, the log (once) and the metric say so.
+#[tokio::test]
+async fn regression_hostile_labels_are_clamped_explained_logged_once_and_flagged() {
+    let (log, _guard) = Log::capture();
+    let host = Host::new();
+    let _engine = FakeEngine::start(
+        &host.engine_socket(),
+        list(&[
+            container(
+                WEB,
+                "/web",
+                &[("memweight.weight", "10000"), ("memweight.min", "1T")],
+            ),
+            container(DB, "/db", &[("memweight.max", "8G")]),
+            container(PLAIN, "/plain", &[("memweight.weight", "50")]),
+        ]),
+    );
+    let mut ctl = host.controller_with(
+        "[[cgroup]]\nglob = \"machine.slice/libpod-*.scope\"\nweight = 100\nmax = \"4G\"\n",
+    );
+    tick_until(&mut ctl, "labels read", |r| {
+        row(r, &scope(PLAIN)).weight == 50
+    })
+    .await;
+    for _ in 0..5 {
+        ctl.tick().await.expect("tick");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = ctl.tick().await.expect("tick").clone();
+
+    let web = ctl.resolve(&scope(WEB)).expect("a rule names it");
+    assert_eq!(
+        (web.settings.weight, web.settings.min),
+        (100, 0),
+        "clamped to the rule's own weight and min"
+    );
+    assert_eq!(row(&r, &scope(WEB)).source, label("web"));
+    let db = ctl.resolve(&scope(DB)).expect("a rule names it");
+    assert_eq!(
+        db.settings.max,
+        Some(4 << 30),
+        "a max above the rule's is refused"
+    );
+    let plain = ctl.resolve(&scope(PLAIN)).expect("a rule names it");
+    assert!(plain.label_clamps.is_empty(), "asking for less is fine");
+    assert_eq!(r.pool.total_weight, 100 + 100 + 50);
+
+    // explain says so, by container name.
+    let out = commands::handle(
+        &mut ctl,
+        Command::Explain {
+            cgroup: "web".into(),
+        },
+        Path::new("test.toml"),
+    );
+    let ctl::Outcome::Ok(Reply::Explain(e)) = out else {
+        panic!("explain web: {out:?}");
+    };
+    // (memweightctl writes the sentences from these: crates/memweightctl/src/narrative.rs.)
+    let clamps: Vec<(String, ctl::LabelField, u64, u64)> = e
+        .setting
+        .label_clamps
+        .iter()
+        .map(|c| (c.label.clone(), c.field, c.asked, c.applied))
+        .collect();
+    assert!(
+        clamps.contains(&(
+            "memweight.weight".into(),
+            ctl::LabelField::Weight,
+            10_000,
+            100
+        )),
+        "{clamps:?}"
+    );
+    assert!(
+        clamps
+            .iter()
+            .any(|c| c.0 == "memweight.min" && c.1 == ctl::LabelField::Min && c.2 == 1 << 40),
+        "{clamps:?}"
+    );
+    let out = commands::handle(
+        &mut ctl,
+        Command::Get {
+            cgroup: "db".into(),
+        },
+        Path::new("t"),
+    );
+    let ctl::Outcome::Ok(Reply::Setting(s)) = out else {
+        panic!("get db: {out:?}");
+    };
+    assert_eq!(s.label_clamps.len(), 1);
+    assert_eq!(s.label_clamps[0].field, ctl::LabelField::Max);
+    assert_eq!(s.effective.max, Some(4 << 30));
+
+    // The log: once per container and label, however many ticks.
+    let warning = "asks for more than its rule lets labels ask";
+    assert_eq!(log.count(" WARN ", warning), 3, "{}", log.text());
+    let text = log.text();
+    let line = text
+        .lines()
+        .find(|l| l.contains(warning) && l.contains("label=memweight.min"))
+        .unwrap_or_else(|| panic!("a warning names the label: {text}"));
+    assert!(
+        line.contains("container=web") && line.contains("bound=\"label_min_max\""),
+        "{line}"
+    );
+
+    // The metric: one series per clamped label.
+    let mut clamped: Vec<(String, String)> = r
+        .label_clamps
+        .iter()
+        .map(|c| (c.container.clone(), c.label.clone()))
+        .collect();
+    clamped.sort();
+    let want = |c: &str, l: &str| (c.to_owned(), l.to_owned());
+    assert_eq!(
+        clamped,
+        [
+            want("db", "memweight.max"),
+            want("web", "memweight.min"),
+            want("web", "memweight.weight"),
+        ]
+    );
+    let snapshot = memweightd::metrics::Published {
+        report: r,
+        counters: ctl.counters().clone(),
+        at: std::time::Instant::now(),
+        interval: Duration::from_secs(1),
+    };
+    let metrics = memweightd::metrics::render(
+        Some(&snapshot),
+        &memweightd::metrics::Metrics::default(),
+        memweightd::metrics::Format::Classic,
+    );
+    assert!(
+        metrics.contains(&format!(
+            "memweight_label_clamped{{cgroup=\"{}\",container=\"web\",label=\"memweight.weight\"}} 1",
+            scope(WEB)
+        )),
+        "{metrics}"
+    );
+    assert_eq!(log.count(" ERROR ", ""), 0, "{text}");
+}
+
+/// A label warning is remembered while its container runs, not for the daemon's lifetime:
+/// the set of warned keys stays bounded by the containers listed now.
+#[tokio::test]
+async fn label_warnings_are_forgotten_with_their_container() {
+    let (log, _guard) = Log::capture();
+    let host = Host::new();
+    let bad = || {
+        list(&[container(
+            WEB,
+            "/web",
+            &[("memweight.weight", "heavy\nERROR forged")],
+        )])
+    };
+    let engine = FakeEngine::start(&host.engine_socket(), bad());
+    let mut ctl = host.controller();
+    tick_until(&mut ctl, "containers named", |r| {
+        row(r, &scope(WEB)).container.is_some()
+    })
+    .await;
+    for _ in 0..3 {
+        ctl.tick().await.expect("tick");
+    }
+    let warning = "ignoring an invalid container label";
+    assert_eq!(log.count(" WARN ", warning), 1, "{}", log.text());
+    let text = log.text();
+    let line = text.lines().find(|l| l.contains(warning)).expect("warned");
+    assert!(
+        line.contains(r#"value="heavy\nERROR forged""#),
+        "an untrusted value is quoted and escaped: {line}"
+    );
+    engine.answer(list(&[]));
+    tick_until(&mut ctl, "container no longer listed", |r| {
+        row(r, &scope(WEB)).container.is_none()
+    })
+    .await;
+    engine.answer(bad());
+    tick_until(&mut ctl, "listed again", |r| {
+        row(r, &scope(WEB)).container.is_some()
+    })
+    .await;
+    assert_eq!(
+        log.count(" WARN ", warning),
+        2,
+        "its key was dropped with the container: {}",
+        log.text()
+    );
 }
 
 #[tokio::test]
@@ -653,6 +853,92 @@ async fn set_by_container_name_beats_the_label_through_the_control_socket() {
 
     server_task.abort();
     looper.abort();
+}
+
+/// Regression (issue 23): a runtime override was forgotten as soon as its container's scope was
+/// gone for one tick, as it is during `podman restart` or a restart policy after an OOM kill.
+/// The container comes back with the same id, so under the same cgroup path, and finds its
+/// override again; a cgroup that is not a container's still takes its override with it.
+#[tokio::test]
+async fn regression_override_survives_its_containers_restart() {
+    let (log, _guard) = Log::capture();
+    let host = Host::new();
+    let running = || list(&[container(WEB, "/web", &[]), container(DB, "/db", &[])]);
+    let engine = FakeEngine::start(&host.engine_socket(), running());
+    let mut ctl = host.controller();
+    tick_until(&mut ctl, "web named", |r| {
+        row(r, &scope(WEB)).container.is_some()
+    })
+    .await;
+    let config = Path::new("test.toml");
+    for (name, weight) in [("web", 300), ("lab/c1", 9)] {
+        let out = commands::handle(&mut ctl, set(name, weight), config);
+        assert!(matches!(out, ctl::Outcome::Ok(_)), "set {name}: {out:?}");
+    }
+    let r = ctl.tick().await.expect("tick").clone();
+    assert_eq!(row(&r, &scope(WEB)).weight, 300);
+
+    // `podman restart web`: the scope goes and the engine lists the container as stopped.
+    let cgroup = |rel: &str| {
+        host._cgroups
+            .iter()
+            .find(|c| c.rel() == rel)
+            .unwrap_or_else(|| panic!("{rel} is in the fake tree"))
+    };
+    cgroup(&scope(WEB)).remove();
+    cgroup("lab/c1").remove();
+    engine.answer(list(&[container(DB, "/db", &[])]));
+    for _ in 0..5 {
+        let r = ctl.tick().await.expect("tick").clone();
+        assert!(
+            !r.cgroups.iter().any(|c| c.cgroup == scope(WEB)),
+            "gone while it restarts"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        ctl.override_for(&scope(WEB)).map(|o| o.weight),
+        Some(300),
+        "kept while the container may come back"
+    );
+    let state = std::fs::read_to_string(host.dir.path().join("state").join("state.json"))
+        .expect("state file");
+    assert!(
+        state.contains(&scope(WEB)),
+        "kept on disk too, for a daemon restart meanwhile: {state}"
+    );
+    assert_eq!(
+        ctl.override_for("lab/c1"),
+        None,
+        "not a container: the override went with its cgroup"
+    );
+
+    // The container is back with the same id: same scope, same override.
+    let back = FakeCgroup::new(host.dir.path().join("cg"), &scope(WEB));
+    back.set_current(2000 * MIB);
+    back.set_stat(1900 * MIB, 100 * MIB);
+    engine.answer(running());
+    tick_until(&mut ctl, "web back with its override", |r| {
+        r.cgroups.iter().any(|c| {
+            c.cgroup == scope(WEB)
+                && c.weight == 300
+                && c.source == Some(WeightSource::Override)
+                && c.container.as_deref() == Some("web")
+        })
+    })
+    .await;
+    assert_eq!(
+        log.count(" INFO ", "its runtime override is kept in case it restarts"),
+        1,
+        "{}",
+        log.text()
+    );
+    assert_eq!(
+        log.count(" INFO ", "its runtime override applies"),
+        1,
+        "{}",
+        log.text()
+    );
 }
 
 #[tokio::test]

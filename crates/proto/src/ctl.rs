@@ -237,6 +237,76 @@ pub struct Setting {
     /// Where the effective weight comes from (`None` from a daemon that does not say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<WeightSource>,
+    /// Labels that asked for more than their rule lets a label ask, and what applies instead.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub label_clamps: Vec<LabelClamp>,
+}
+
+/// A container label that asked for more than its `[[cgroup]]` rule lets a label ask: a
+/// weight above the rule's `label_weight_max` or a min above its `label_min_max` (clamped to
+/// the bound), or a max above the rule's own max without `label_max_may_rise` (refused: the
+/// rule's max applies).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabelClamp {
+    /// The label, e.g. `memweight.weight`.
+    pub label: String,
+    /// Which value it sets.
+    pub field: LabelField,
+    /// What the label asks: a weight, or bytes.
+    pub asked: u64,
+    /// What applies instead: a weight, or bytes.
+    pub applied: u64,
+}
+
+/// The value a container label sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LabelField {
+    /// The weight; bounded by the rule's `label_weight_max`.
+    Weight,
+    /// The floor; bounded by the rule's `label_min_max`.
+    Min,
+    /// The ceiling; may not rise above the rule's `max` unless `label_max_may_rise = true`.
+    Max,
+}
+
+impl LabelField {
+    /// The rule's key that bounds this field.
+    #[must_use]
+    pub fn bound_key(self) -> &'static str {
+        match self {
+            LabelField::Weight => "label_weight_max",
+            LabelField::Min => "label_min_max",
+            LabelField::Max => "label_max_may_rise",
+        }
+    }
+}
+
+impl std::fmt::Display for LabelClamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let b = human::bytes;
+        let (label, key) = (&self.label, self.field.bound_key());
+        match self.field {
+            LabelField::Weight => write!(
+                f,
+                "label {label} asks weight {}, more than the rule's {key}: clamped to {}",
+                self.asked, self.applied
+            ),
+            LabelField::Min => write!(
+                f,
+                "label {label} asks min {}, more than the rule's {key}: clamped to {}",
+                b(self.asked),
+                b(self.applied)
+            ),
+            LabelField::Max => write!(
+                f,
+                "label {label} asks max {}, above the rule's max: refused, {} applies ({key} \
+                 = false)",
+                b(self.asked),
+                b(self.applied)
+            ),
+        }
+    }
 }
 
 /// Weight, floor and ceiling as a container's labels set them; each may be absent.
@@ -866,6 +936,12 @@ mod tests {
                     label: "memweight.weight".into(),
                     container: "web".into(),
                 }),
+                label_clamps: vec![LabelClamp {
+                    label: "memweight.min".into(),
+                    field: LabelField::Min,
+                    asked: 1 << 40,
+                    applied: 0,
+                }],
             })),
             Reply::Status(Status {
                 pool: sample_pool(),
