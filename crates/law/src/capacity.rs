@@ -2,7 +2,7 @@
 //!
 //! Pure: host numbers in, bytes out. Three modes.
 //!
-//! `kernel` (the default) is work-conserving: the kernel decides the total, the daemon only the
+//! `kernel` (opt-in) is work-conserving: the kernel decides the total, the daemon only the
 //! split. The pool is what the managed cgroups hold now, plus MemAvailable above the reserve
 //! while the kernel's global reclaim is idle. Whether it is idle is what the kernel itself
 //! says: `/proc/vmstat`'s `pgscan_kswapd` + `pgscan_direct` did not move since the last tick
@@ -17,7 +17,7 @@
 //! is memory its owners use, and the pool gives [`Capacity::give`] to them
 //! ([`OUTSIDE_STALL_PCT`]).
 //!
-//! `reserve` (`auto` reads as it; the default until issue 19) defends free memory: the pool is what
+//! `reserve` (the default; `auto` reads as it) defends free memory: the pool is what
 //! the cgroups hold now plus what the host can still give before its free-memory reserve,
 //! minus a cut that grows while host memory PSI stays above a threshold and decays when it
 //! clears, enforced with `memory.reclaim` and `memory.high`. A shortage is measured the way

@@ -246,16 +246,16 @@ pub enum CapacityMode {
     /// `mode = "kernel"` (issue 11's name for its first version). While the host is short
     /// and the cgroups beside the managed set stall on memory, `memory.low` protects less of
     /// the pool (`crate::capacity::OUTSIDE_STALL_PCT`), so that the host's own services are not
-    /// starved for the containers' sake. The default.
-    #[default]
+    /// starved for the containers' sake. Opt-in: as the default it froze the lab's host guest
+    /// under a balloon (docs/lab.md, "Work-conserving `kernel`").
     #[serde(rename = "kernel")]
     Auto,
     /// Defend a reserve: shrink the pool by the shortfall of MemAvailable below the reserve
     /// and under host PSI, and enforce it with `memory.reclaim` and `memory.high` (the law
     /// that was `auto` before it became work-conserving): the managed cgroups pay for the
-    /// whole shortage, and the host's free memory stays above the reserve. `"auto"` is its
-    /// earlier name (and the default until the work-conserving law replaced it), so configs
-    /// written for it keep their law.
+    /// whole shortage, and the host's free memory stays above the reserve. The default;
+    /// `"auto"` is its earlier name, so configs written for it keep their law.
+    #[default]
     #[serde(alias = "auto")]
     Reserve,
     /// A fixed size or share of MemTotal, enforced like `reserve`.
@@ -266,7 +266,7 @@ pub enum CapacityMode {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CapacityConfig {
-    /// `kernel` (work-conserving, the default), `reserve` (`auto` reads as it) or `fixed`.
+    /// `reserve` (the default; `auto` reads as it), `kernel` (work-conserving) or `fixed`.
     pub mode: CapacityMode,
     /// With `mode = "fixed"`: bytes or a percentage of MemTotal.
     pub fixed: Option<Amount>,
@@ -290,7 +290,7 @@ pub struct CapacityConfig {
 impl Default for CapacityConfig {
     fn default() -> Self {
         CapacityConfig {
-            mode: CapacityMode::Auto,
+            mode: CapacityMode::Reserve,
             fixed: None,
             reserve: Reserve::Watermarks,
             psi_threshold: 40.0,
@@ -451,7 +451,7 @@ pub struct Config {
     /// entitlements (never lower than their own value), since the kernel caps a cgroup's
     /// protection by its ancestors'. The work-conserving law (`mode = "kernel"`) splits by
     /// `memory.low`, which protects nothing under a parent whose own is 0 (systemd's
-    /// `machine.slice`, measured in docs/design.md): on by default with it.
+    /// `machine.slice`, measured in docs/design.md): turn it on with that mode.
     pub protect_ancestors: bool,
     /// `error`, `warn`, `info`, `debug` or `trace` (overridden by `RUST_LOG`).
     pub log_level: String,
@@ -480,7 +480,7 @@ impl Default for Config {
             idle_tax: 0,
             max_step: Amount::Percent(10.0),
             min_floor: Size(16 << 20),
-            protect_ancestors: true,
+            protect_ancestors: false,
             log_level: "info".to_owned(),
             capacity: CapacityConfig::default(),
             control: ControlConfig::default(),
@@ -907,8 +907,8 @@ mod tests {
         assert_eq!(cfg.cgroup_root, PathBuf::from("/sys/fs/cgroup"));
         assert_eq!(cfg.tick.0, Duration::from_secs(1));
         assert!(cfg.enforce);
-        assert_eq!(cfg.capacity.mode, CapacityMode::Auto, "work-conserving");
-        assert!(cfg.protect_ancestors, "which splits by memory.low");
+        assert_eq!(cfg.capacity.mode, CapacityMode::Reserve);
+        assert!(!cfg.protect_ancestors);
         let (kernel, _) = parse("[capacity]\nmode = \"kernel\"").expect("work-conserving");
         assert_eq!(kernel.capacity.mode, CapacityMode::Auto);
         let (auto, _) = parse("[capacity]\nmode = \"auto\"").expect("the earlier name");

@@ -94,7 +94,7 @@ pub fn narrative(e: &Explanation) -> Vec<String> {
     if let Some(r) = s.reclaim {
         writes.push(format!("memory.reclaim {}", b(r)));
     }
-    out.push(if s.state == "new" {
+    out.push(if s.state == memweight_proto::ctl::CgroupState::New {
         "no writes this tick: seen for the first time among many cgroups, it is held at \
          its usage until a full sample (within a few ticks) shows what it holds"
             .to_owned()

@@ -632,7 +632,7 @@ fn status_table(s: &Status, width: usize, empty: &str) -> String {
                 short_limit(c.low),
                 c.psi_some_avg10
                     .map_or_else(|| "-".to_owned(), |p| format!("{p:.1}")),
-                c.state.clone(),
+                c.state.to_string(),
             ]
         })
         .collect();
@@ -694,7 +694,7 @@ fn status_wide(s: &Status, empty: &str) -> String {
             psi(c.psi_some_avg10),
             psi(c.psi_full_avg10),
             opt_bytes(c.swap),
-            c.state.clone(),
+            c.state.to_string(),
             c.reason.clone(),
         ]);
     }
@@ -731,7 +731,7 @@ fn explain_text(e: &Explanation) -> String {
         );
     }
     kv("reason", c.reason.clone());
-    kv("state", c.state.clone());
+    kv("state", c.state.to_string());
     let mut out = t.render();
     out.push_str("\nwhy:\n");
     for line in narrative(e) {
@@ -780,7 +780,7 @@ pub(crate) mod tests {
             wrote_high: None,
             wrote_low: None,
             reclaim: None,
-            state: "ok".into(),
+            state: memweight_proto::ctl::CgroupState::Ok,
             reason: "no pressure".into(),
             original_high: None,
             original_low: None,
@@ -870,7 +870,7 @@ pub(crate) mod tests {
             r.usage = (1023 << 20) | 0xf_ffff;
             r.exceed = -((1023 << 20) | 0xf_ffff);
             r.psi_some_avg10 = Some(100.0);
-            r.state = "pending".into();
+            r.state = memweight_proto::ctl::CgroupState::Pending;
             rows.push(r);
         }
         let mut plain = status_row(

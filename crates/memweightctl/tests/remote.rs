@@ -107,7 +107,7 @@ fn status_reply() -> Reply {
             wrote_high: None,
             wrote_low: None,
             reclaim: None,
-            state: "ok".into(),
+            state: memweight_proto::ctl::CgroupState::Ok,
             reason: "above weighted share by 1167 MiB".into(),
             original_high: None,
             original_low: None,

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use memweight_cgroupfs::{
     CgroupFs, CgroupSample, HostSample, Limit, MemoryEvents, MemoryStat, ProcFs, Reclaimed, Written,
 };
-use memweight_proto::ctl::{LabelClamp, LabelField, LabelValues, WeightSource};
+use memweight_proto::ctl::{CgroupState, LabelClamp, LabelField, LabelValues, WeightSource};
 use serde::Serialize;
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
@@ -1382,23 +1382,23 @@ impl Controller {
             };
             let busy = self.jobs.contains_key(path);
             let state = if !self.cfg.enforce {
-                "dry-run"
+                CgroupState::DryRun
             } else if !m.recorded {
                 // The originals could not be saved: nothing is written until they are.
-                "pending"
+                CgroupState::Pending
             } else if busy {
-                "busy"
+                CgroupState::Busy
             } else if m.last.is_none() {
                 // Seen this tick for the first time, among many: pinned at its usage until a
                 // full sample (a later tick) shows what it holds.
-                "new"
+                CgroupState::New
             } else {
-                "ok"
+                CgroupState::Ok
             };
             if !writes.is_empty() {
                 debug!(cgroup = %path, usage = s.current, target = d.target, ceiling = ?ceiling,
                     high = ?writes.high.map(|h| h.to_string()), low = ?writes.low.map(|l| l.to_string()),
-                    reclaim = ?writes.reclaim, state, "decided writes");
+                    reclaim = ?writes.reclaim, %state, "decided writes");
             }
             let (original_high, original_low, operator, refaulted) = (
                 Some(m.originals.high.to_string()),
@@ -1455,7 +1455,7 @@ impl Controller {
                 wrote_high: writes.high.map(|h| h.to_string()),
                 wrote_low: writes.low.and_then(Limit::bytes),
                 reclaim: writes.reclaim,
-                state: state.to_owned(),
+                state,
                 reason: d.reason.to_string(),
                 original_high,
                 original_low,

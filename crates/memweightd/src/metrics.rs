@@ -757,7 +757,7 @@ mod tests {
                     wrote_high: None,
                     wrote_low: None,
                     reclaim: Some(4096),
-                    state: "ok".to_owned(),
+                    state: memweight_proto::ctl::CgroupState::Ok,
                     reason: "at floor".into(),
                     original_high: None,
                     original_low: None,

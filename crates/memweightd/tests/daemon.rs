@@ -3,6 +3,7 @@
 //! The kernel's reaction to these writes is proven in the lab (`cargo xtask lab test`); here
 //! the fake tree stands still and only the daemon's decisions and bookkeeping are checked.
 
+use memweight_proto::ctl::CgroupState;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -249,7 +250,7 @@ async fn dry_run_writes_nothing() {
     );
     let r = ctl.tick().await.expect("tick").clone();
     assert!(r.pool.pressure);
-    assert!(r.cgroups.iter().all(|c| c.state == "dry-run"));
+    assert!(r.cgroups.iter().all(|c| c.state == CgroupState::DryRun));
     assert!(
         r.cgroups.iter().any(|c| c.wrote_high.is_some()),
         "decisions are still shown"

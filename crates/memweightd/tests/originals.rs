@@ -4,6 +4,7 @@
 //! "kill -9" is a `Controller` dropped without `release_all`; a restart is a new `Controller`
 //! on the same state directory.
 
+use memweight_proto::ctl::CgroupState;
 use std::path::{Path, PathBuf};
 
 use memweight_cgroupfs::Limit;
@@ -156,7 +157,10 @@ async fn regression_failed_state_save_writes_no_limits_and_kill_9_loses_nothing(
                 .await
                 .expect("a failed save does not fail the tick");
             assert!(r.pool.pressure);
-            assert!(r.cgroups.iter().all(|c| c.state == "pending"), "{r:?}");
+            assert!(
+                r.cgroups.iter().all(|c| c.state == CgroupState::Pending),
+                "{r:?}"
+            );
             assert!(r.cgroups.iter().any(|c| c.wrote_high.is_some()));
         }
         assert_eq!(high(tree.cg(0)), 1950 * MIB, "nothing written");
@@ -296,7 +300,7 @@ async fn regression_enforce_then_dry_run_restores_what_was_written() {
     );
     ctl.reload(cfg, rules).expect("reload");
     let r = ctl.tick().await.expect("tick").clone();
-    assert!(r.cgroups.iter().all(|c| c.state == "dry-run"));
+    assert!(r.cgroups.iter().all(|c| c.state == CgroupState::DryRun));
     for c in &tree.cgroups {
         assert_eq!(c.read_high(), "max", "{}", c.rel());
     }
@@ -395,7 +399,10 @@ async fn idle_cgroups_are_adopted_at_once_and_cost_no_writes() {
     let mut ctl = pods.controller("2000M");
     let r = ctl.tick().await.expect("tick").clone();
     assert_eq!(r.cgroups.len(), 1000);
-    assert!(r.cgroups.iter().all(|c| c.state == "ok"), "all recorded");
+    assert!(
+        r.cgroups.iter().all(|c| c.state == CgroupState::Ok),
+        "all recorded"
+    );
     let state = pods.state();
     assert_eq!(state.matches("\"high\": \"max\"").count(), 1000);
     assert_ne!(busy.read_high(), "max");
@@ -435,7 +442,10 @@ async fn regression_first_tick_read_every_file_of_every_new_cgroup() {
     let r = ctl.tick().await.expect("tick").clone();
     assert_eq!(r.cgroups.len(), 1301, "all adopted in the first tick");
     let new = |r: &memweightd::controller::TickReport| {
-        r.cgroups.iter().filter(|c| c.state == "new").count()
+        r.cgroups
+            .iter()
+            .filter(|c| c.state == CgroupState::New)
+            .count()
     };
     assert_eq!(new(&r), 300, "1,000 sampled in full, the rest provisional");
     let b = r
@@ -443,12 +453,12 @@ async fn regression_first_tick_read_every_file_of_every_new_cgroup() {
         .iter()
         .find(|c| c.cgroup == "pods/zbusy")
         .expect("busy row");
-    assert_eq!(b.state, "ok");
+    assert_eq!(b.state, CgroupState::Ok);
     assert!(
         high(&busy) < 2000 * MIB,
         "the busy cgroup is squeezed at once"
     );
-    for c in r.cgroups.iter().filter(|c| c.state == "new") {
+    for c in r.cgroups.iter().filter(|c| c.state == CgroupState::New) {
         assert_eq!(c.floor, c.usage + 16 * MIB, "pinned at its usage: {c:?}");
         assert!(c.target >= c.usage, "never squeezed: {c:?}");
         assert!(

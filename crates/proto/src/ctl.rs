@@ -437,6 +437,35 @@ pub struct Pool {
     pub duration_us: u64,
 }
 
+/// What the daemon may do with a managed cgroup this tick (`status`'s STATE column); on the
+/// wire the kebab-case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CgroupState {
+    /// Managed: the decided writes are made.
+    Ok,
+    /// A write is still landing; nothing more is written until it has.
+    Busy,
+    /// Its originals are not on disk yet, so nothing is written.
+    Pending,
+    /// Seen for the first time among many: pinned at its usage until a full sample.
+    New,
+    /// `enforce = false`: computed, never written.
+    DryRun,
+}
+
+impl std::fmt::Display for CgroupState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CgroupState::Ok => "ok",
+            CgroupState::Busy => "busy",
+            CgroupState::Pending => "pending",
+            CgroupState::New => "new",
+            CgroupState::DryRun => "dry-run",
+        })
+    }
+}
+
 /// One managed cgroup as of the last tick.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CgroupStatus {
@@ -493,10 +522,8 @@ pub struct CgroupStatus {
     pub wrote_low: Option<u64>,
     /// Bytes asked of memory.reclaim this tick.
     pub reclaim: Option<u64>,
-    /// `ok`; `busy` (a write is still landing); `pending` (its originals are not on disk
-    /// yet, so nothing is written); `new` (seen for the first time among many: pinned at its
-    /// usage until a full sample); or `dry-run`.
-    pub state: String,
+    /// What the daemon may do with it this tick.
+    pub state: CgroupState,
     /// The policy's reason, e.g. `above weighted share by 312 MiB`.
     pub reason: String,
     /// The cgroup's own memory.high, restored when the daemon lets go and never exceeded
@@ -703,6 +730,24 @@ fn to_line<T: Serialize>(value: &T) -> String {
 mod tests {
     use super::*;
 
+    /// `CgroupStatus.state` was a string; as an enum its wire form is the same words.
+    #[test]
+    fn cgroup_state_keeps_its_wire_words() {
+        for (state, word) in [
+            (CgroupState::Ok, "ok"),
+            (CgroupState::Busy, "busy"),
+            (CgroupState::Pending, "pending"),
+            (CgroupState::New, "new"),
+            (CgroupState::DryRun, "dry-run"),
+        ] {
+            let json = serde_json::to_string(&state).expect("serializes");
+            assert_eq!(json, format!("\"{word}\""));
+            assert_eq!(state.to_string(), word);
+            let back: CgroupState = serde_json::from_str(&json).expect("parses");
+            assert_eq!(back, state);
+        }
+    }
+
     fn set(weight: u32) -> Command {
         Command::Set {
             cgroup: "lab/c1".into(),
@@ -876,7 +921,7 @@ mod tests {
             wrote_high: Some((834_u64 << 20).to_string()),
             wrote_low: None,
             reclaim: None,
-            state: "ok".into(),
+            state: CgroupState::Ok,
             reason: "above weighted share by 1167 MiB".into(),
             original_high: None,
             original_low: None,
