@@ -602,6 +602,25 @@ mod tests {
         }
     }
 
+    /// `[capacity] mode = "kernel"` with the defaults otherwise.
+    fn kernel_capacity() -> CapacityConfig {
+        CapacityConfig {
+            mode: CapacityMode::Auto,
+            ..CapacityConfig::default()
+        }
+    }
+
+    /// [`short_host`] whose kernel has scanned `scanned` pages in global reclaim since boot.
+    fn scanning(scanned: u64, psi: Option<Psi>) -> HostSample {
+        HostSample {
+            vmstat: Some(memweight_cgroupfs::Vmstat {
+                pgscan_kswapd: scanned,
+                ..Default::default()
+            }),
+            ..short_host(psi)
+        }
+    }
+
     /// A 1 GiB host with nothing available and 1 GiB of free swap.
     fn short_host(psi: Option<Psi>) -> HostSample {
         HostSample {
@@ -675,18 +694,9 @@ mod tests {
     /// protected at what it holds and nothing is enforced.
     #[test]
     fn auto_splits_by_memory_low_and_enforces_only_when_short() {
-        let capacity = CapacityConfig {
-            mode: CapacityMode::Auto,
-            ..CapacityConfig::default()
-        };
+        let capacity = kernel_capacity();
         let law = shipped_law(&capacity);
-        let at = |scanned: u64| HostSample {
-            vmstat: Some(memweight_cgroupfs::Vmstat {
-                pgscan_kswapd: scanned,
-                ..Default::default()
-            }),
-            ..short_host(Some(psi(30.0)))
-        };
+        let at = |scanned: u64| scanning(scanned, Some(psi(30.0)));
         let idle = Carry {
             scanned: Some(100),
             ..Carry::default()
@@ -771,18 +781,9 @@ mod tests {
     /// what it holds; memory.low follows the shares.
     #[test]
     fn kernel_gives_to_the_services_beside_by_weight() {
-        let capacity = CapacityConfig {
-            mode: CapacityMode::Auto,
-            ..CapacityConfig::default()
-        };
+        let capacity = kernel_capacity();
         let law = shipped_law(&capacity);
-        let at = |scanned: u64| HostSample {
-            vmstat: Some(memweight_cgroupfs::Vmstat {
-                pgscan_kswapd: scanned,
-                ..Default::default()
-            }),
-            ..short_host(None)
-        };
+        let at = |scanned: u64| scanning(scanned, None);
         let cgs = [plain(160 * MIB, 1, 0.0, 0), plain(160 * MIB, 2, 0.0, 0)];
         let names = names(&cgs);
         let rows = rows(&cgs, &names);
