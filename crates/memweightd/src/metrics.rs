@@ -311,7 +311,7 @@ pub fn registry(snapshot: Option<&Published>, metrics: &Metrics) -> Registry {
     );
     b.gauge(
         "pool_give_bytes",
-        "kernel capacity: bytes memory.low leaves to the kernel while the cgroups beside the managed set stall.",
+        "kernel capacity: bytes the pool gives to the host's services while the cgroups beside the managed set stall.",
         saturating_i64(r.pool.give),
     );
     b.gauge_f(

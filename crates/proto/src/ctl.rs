@@ -406,9 +406,9 @@ pub struct Pool {
     /// while the host is short and a cgroup reaching for memory is below its share.
     #[serde(default)]
     pub enforcing: bool,
-    /// `kernel` capacity: bytes of what the managed cgroups hold that `memory.low` leaves to
-    /// the kernel's reclaim this tick, because the host is short and the cgroups beside the
-    /// managed set stall on memory (their entitlements are scaled down by it, the split kept).
+    /// `kernel` capacity: bytes the pool gives to the host's own services this tick, because
+    /// the host is short and the cgroups beside the managed set stall on memory: the pool is
+    /// what it was when the giving began less this, and its weighted shares are enforced.
     #[serde(default)]
     pub give: u64,
     /// `kernel` capacity: the highest share (%) of the last tick a cgroup beside the managed
