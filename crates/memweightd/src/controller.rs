@@ -1714,12 +1714,9 @@ fn ancestor_lows(lows: &[(&str, u64)]) -> BTreeMap<String, u64> {
         let low = low
             .div_ceil(decide::LOW_GRANULE)
             .saturating_mul(decide::LOW_GRANULE);
-        let mut end = 0;
-        while let Some(i) = path[end..].find('/') {
-            end += i;
-            let e = out.entry(path[..end].to_owned()).or_default();
+        for a in memweight_proto::cgroup_path::ancestors(path) {
+            let e = out.entry(a.to_owned()).or_default();
             *e = e.saturating_add(low);
-            end += 1;
         }
     }
     out

@@ -89,12 +89,7 @@ pub fn frontier(
     let mut ancestors: BTreeSet<&str> = BTreeSet::new();
     for p in &inside_set {
         ancestors.insert("");
-        let mut end = 0;
-        while let Some(i) = p[end..].find('/') {
-            end += i;
-            ancestors.insert(&p[..end]);
-            end += 1;
-        }
+        ancestors.extend(memweight_proto::cgroup_path::ancestors(p));
     }
     let mut out = BTreeSet::new();
     for a in &ancestors {

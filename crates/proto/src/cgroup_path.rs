@@ -13,6 +13,7 @@
 //!   not contain a newline, then [`check`].
 //! * [`normalize_under`]: as [`normalize`], but an absolute path is taken as a file-system path
 //!   and must lie below the cgroup root (`/sys/fs/cgroup/lab/c1` → `lab/c1`).
+//! * [`ancestors`]: the proper ancestors of a path in the daemon's form, below the root.
 //!
 //! ```
 //! use memweight_proto::cgroup_path::{normalize, normalize_under};
@@ -144,8 +145,21 @@ pub fn normalize_under(path: &str, root: &str) -> Result<String, PathError> {
     }
 }
 
+/// The proper ancestors of `path` (the daemon's form, see [`check`]) below the root, nearest the
+/// root first: `a/b/c` → `a`, `a/b`.
+pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+    path.match_indices('/').map(move |(i, _)| &path[..i])
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ancestors_are_the_prefixes_below_the_root() {
+        let got: Vec<&str> = super::ancestors("machine.slice/a.slice/libpod-1.scope").collect();
+        assert_eq!(got, ["machine.slice", "machine.slice/a.slice"]);
+        assert_eq!(super::ancestors("top").count(), 0);
+    }
+
     use super::*;
 
     #[test]
