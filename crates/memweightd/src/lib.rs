@@ -18,7 +18,10 @@
 //! * [`containers`]: container names and labels from the podman/docker API, refreshed by a
 //!   background task the loop never waits on.
 //! * [`labels`]: what container labels ask for, bounded by their rule (pure).
-//! * [`controller`]: the state owner: discovery, adoption, sampling, enforcement, restore.
+//! * [`controller`]: the state owner and the tick, in rooms: membership (discovery, settings
+//!   resolved once per tick), sampling, jobs (writes, restores), report.
+//! * [`ledger`]: every original limit (managed cgroups and ancestors) and its copy on disk;
+//!   adopt, reconcile, record, restore and release return what happened. No cgroup I/O.
 //! * [`state`]: originals and overrides that survive restarts (atomic JSON).
 //! * [`server`]: the control socket: requests in, typed commands to the loop, replies out.
 //! * [`commands`]: what the loop does with those commands (`set`, `get`, `explain`,
@@ -36,6 +39,7 @@ pub mod containers;
 pub mod controller;
 pub mod desk;
 pub mod labels;
+pub mod ledger;
 pub mod logging;
 pub mod metrics;
 pub mod outside;

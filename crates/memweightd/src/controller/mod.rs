@@ -1,0 +1,487 @@
+//! The control loop's state and one tick: discover, sample, compute, enforce.
+//!
+//! [`Controller`] is the single owner of the daemon's state. `main` calls [`Controller::tick`]
+//! on a timer and [`Controller::release_all`] on shutdown; everything else (the socket, the
+//! metrics endpoint) reads the [`TickReport`] it publishes. Writes that may block in kernel
+//! reclaim run on tokio's blocking pool, one job per cgroup, so a slow cgroup never stalls the
+//! others: a cgroup whose previous job is still running is skipped until it finishes.
+//!
+//! The tick lives here; each of its jobs has a room of its own:
+//!
+//! * `membership`: which cgroups the rules name, each one's settings resolved once per tick
+//!   (rule < container label < override), adoption, release, overrides of gone cgroups.
+//! * `sampling`: the kernel's files read, cheaply for steady cgroups; the watermarks.
+//! * [`crate::ledger`]: every original limit, on disk before any write (not a room of the
+//!   controller: it does no I/O of its own and is tested alone).
+//! * `jobs`: the writes — one blocking job per cgroup, restores of recorded originals,
+//!   the ancestors' `memory.low`, the release at shutdown.
+//! * `report`: the [`TickReport`], a pure function of the step and the samples.
+
+mod jobs;
+mod membership;
+mod report;
+mod sampling;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use memweight_cgroupfs::{CgroupFs, CgroupSample, HostSample, ProcFs};
+use memweight_proto::ctl::CgroupState;
+use serde::Serialize;
+use tokio::task::JoinHandle;
+use tracing::{error, info, warn};
+
+use crate::capacity::Carry;
+use crate::config::{CapacityMode, Config, Rules, Settings};
+use crate::containers::{self, Containers, Snapshot};
+use crate::ledger::Ledger;
+use crate::outside::Outside;
+use crate::state::{Orphans, Override, StateStore};
+use crate::step::{self, Law, Row, Step};
+
+use jobs::JobResult;
+pub use membership::{Found, Resolved};
+use membership::{forbidden_cgroups, no_memory_controller};
+pub use report::{CgroupReport, ClampedLabel, TickReport};
+use sampling::Sampled;
+
+/// Errors that stop the daemon from starting or running.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// The cgroup file system refused (not v2, no memory controller, I/O).
+    #[error(transparent)]
+    Cgroup(#[from] memweight_cgroupfs::Error),
+    /// The state file could not be read or written.
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
+    /// A stop was requested ([`Controller::stop_handle`]): the tick ended early.
+    #[error("stopping: the tick was cut short")]
+    Stopping,
+    /// A configured cgroup exists but cannot be managed.
+    #[error("{path}: {message}")]
+    Unmanageable {
+        /// The cgroup.
+        path: String,
+        /// Why, and what to do.
+        message: String,
+    },
+}
+
+/// One managed cgroup, as far as membership and sampling go; its originals are the
+/// [`Ledger`]'s.
+#[derive(Debug, Clone)]
+struct Managed {
+    settings: Settings,
+    reclaim_supported: bool,
+    /// The last full sample (all ten files) and the tick it was taken at; reused, with
+    /// `memory.current` read afresh, while the cgroup is steady ([`Controller::sample_cheap`]).
+    last: Option<Box<CgroupSample>>,
+    /// Bytes it faulted back (`workingset_refault_*`) between its last two full samples; 0
+    /// while its sample is reused.
+    refaulted: u64,
+    /// The next tick must take a full sample: the daemon wrote to the cgroup.
+    refresh: bool,
+}
+
+impl Drop for Controller {
+    /// A controller dropped without [`Controller::release_all`] (a panic unwinding through the
+    /// loop) tells its write jobs still in the kernel to make no further write, so that the
+    /// restore that follows is not undone by them.
+    fn drop(&mut self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Counters since start, for metrics.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Counters {
+    /// memory.high writes done.
+    pub writes_high: u64,
+    /// memory.low writes done.
+    pub writes_low: u64,
+    /// memory.reclaim writes done.
+    pub writes_reclaim: u64,
+    /// Bytes asked of memory.reclaim.
+    pub reclaim_bytes: u64,
+    /// Write errors.
+    pub write_errors: u64,
+    /// Read errors.
+    pub read_errors: u64,
+    /// Original limits that could not be written back (retried every tick).
+    pub restore_errors: u64,
+    /// Cgroups adopted.
+    pub adopted: u64,
+    /// Cgroups released (restored) or vanished.
+    pub released: u64,
+}
+
+/// The daemon's state and its control loop.
+pub struct Controller {
+    cfg: Config,
+    rules: Rules,
+    fs: Arc<CgroupFs>,
+    /// How stalled the cgroups beside the managed set are (`kernel` capacity).
+    outside: Outside,
+    proc: ProcFs,
+    /// Every original (managed cgroups and ancestors), the overrides, and their copy on disk.
+    ledger: Ledger,
+    /// The managed cgroups: the ledger holds an entry for each, by the same path.
+    managed: BTreeMap<String, Managed>,
+    jobs: BTreeMap<String, JoinHandle<JobResult>>,
+    warned: BTreeSet<String>,
+    /// The capacity's state from the last tick (PSI cut, held pool).
+    carry: Carry,
+    /// The kernel's reclaim band (Σ `high` − `min` watermarks) and the tick it was read at:
+    /// read again every [`sampling::WATERMARKS_EVERY`] ticks (it moves only with sysctls and
+    /// hotplug).
+    watermarks: Option<(u64, u64)>,
+    stopping: Arc<AtomicBool>,
+    ticks: u64,
+    counters: Counters,
+    last: Option<Arc<TickReport>>,
+    containers: Option<Containers>,
+    snap: Arc<Snapshot>,
+    /// Overrides of container cgroups that are gone, kept while the container may restart.
+    orphans: Orphans,
+    /// Cgroups no rule may make the daemon manage: its own cgroup and every ancestor of it
+    /// (throttling them would throttle the daemon), and `init.scope` (PID 1).
+    forbidden: BTreeSet<String>,
+}
+
+impl Controller {
+    /// Checks the cgroup root and the configured cgroups and loads the persisted state.
+    ///
+    /// Refuses to start when the root is not cgroup v2, the memory controller is off, or a
+    /// configured cgroup that exists has no memory controller.
+    pub fn new(cfg: Config, rules: Rules) -> Result<Self, ControlError> {
+        let fs = CgroupFs::new(&cfg.cgroup_root)?;
+        fs.check_v2()?;
+        for path in rules.exact_paths() {
+            if fs.resolve(path)?.is_dir() && !fs.memory_enabled_for(path)? {
+                return Err(ControlError::Unmanageable {
+                    path: path.to_owned(),
+                    message: no_memory_controller(path),
+                });
+            }
+        }
+        let proc = ProcFs::new(&cfg.proc_root);
+        let store = StateStore::new(&cfg.state_dir);
+        let boot_id = std::fs::read_to_string(cfg.proc_root.join("sys/kernel/random/boot_id"))
+            .ok()
+            .map(|b| b.trim().to_owned());
+        let ledger = Ledger::open(Box::new(store), boot_id)?;
+        if !cfg.protect_ancestors {
+            info!(
+                "protect_ancestors = false: the kernel caps the memory.low of managed cgroups \
+                 by their ancestors' memory.low, so set the parents' memory.low yourself"
+            );
+        }
+        Ok(Controller {
+            cfg,
+            rules,
+            fs: Arc::new(fs),
+            outside: Outside::new(
+                std::fs::read_to_string("/proc/self/cgroup")
+                    .ok()
+                    .and_then(|t| crate::outside::own_cgroup(&t)),
+            ),
+            proc,
+            ledger,
+            managed: BTreeMap::new(),
+            jobs: BTreeMap::new(),
+            warned: BTreeSet::new(),
+            carry: Carry::default(),
+            watermarks: None,
+            stopping: Arc::new(AtomicBool::new(false)),
+            ticks: 0,
+            counters: Counters::default(),
+            last: None,
+            containers: None,
+            snap: Arc::new(Snapshot::default()),
+            orphans: Orphans::default(),
+            forbidden: BTreeSet::new(),
+        }
+        .with_forbidden())
+    }
+
+    /// Works out [`Controller::forbidden`] from `/proc/self/cgroup` (under `proc_root`).
+    fn with_forbidden(mut self) -> Self {
+        let own = std::fs::read_to_string(self.cfg.proc_root.join("self/cgroup")).ok();
+        self.forbidden = forbidden_cgroups(own.as_deref(), &self.cfg.cgroup_root);
+        self
+    }
+
+    /// The stop flag: set it (on SIGTERM) and a running tick ends before its next cgroup,
+    /// and write jobs make no further write, so that [`Controller::release_all`] follows at
+    /// once however many cgroups the tick had left.
+    #[must_use]
+    pub fn stop_handle(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.stopping)
+    }
+
+    /// Starts reading container names and labels (`[containers]`); without it, or with
+    /// `enabled = false`, the rules and overrides alone apply. Needs a tokio runtime.
+    pub fn start_containers(&mut self) {
+        self.containers = Some(containers::spawn(self.cfg.containers.clone()));
+    }
+
+    /// The container snapshot the last tick used.
+    #[must_use]
+    pub fn container_snapshot(&self) -> &Snapshot {
+        &self.snap
+    }
+
+    /// The configuration in force.
+    #[must_use]
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The last tick's report.
+    #[must_use]
+    pub fn last_report(&self) -> Option<&TickReport> {
+        self.last.as_deref()
+    }
+
+    /// Counters since start.
+    #[must_use]
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Paths managed now.
+    pub fn managed_paths(&self) -> impl Iterator<Item = &str> {
+        self.managed.keys().map(String::as_str)
+    }
+
+    /// The settings a rule gives `path` (before runtime overrides), if a rule names it.
+    #[must_use]
+    pub fn configured(&self, path: &str) -> Option<Settings> {
+        self.rules.settings_for(path)
+    }
+
+    /// Runtime override for `path`.
+    #[must_use]
+    pub fn override_for(&self, path: &str) -> Option<Override> {
+        self.ledger.overrides().get(path).copied()
+    }
+
+    /// All runtime overrides, by cgroup path.
+    pub fn overrides(&self) -> impl Iterator<Item = (&str, &Override)> {
+        self.ledger.overrides().iter().map(|(p, o)| (p.as_str(), o))
+    }
+
+    /// Whether `path` is managed now.
+    #[must_use]
+    pub fn is_managed(&self, path: &str) -> bool {
+        self.managed.contains_key(path)
+    }
+
+    /// Sets a runtime override; it takes effect at the next tick and is persisted.
+    ///
+    /// A save that fails changes nothing: the previous override (or none) stays in force.
+    pub fn set_override(&mut self, path: &str, ov: Override) -> Result<(), ControlError> {
+        Ok(self.ledger.set_override(path, ov, self.cfg.enforce)?)
+    }
+
+    /// Removes a runtime override; returns whether there was one.
+    ///
+    /// A save that fails changes nothing: the override stays in force.
+    pub fn unset_override(&mut self, path: &str) -> Result<bool, ControlError> {
+        Ok(self.ledger.unset_override(path, self.cfg.enforce)?)
+    }
+
+    /// Replaces the configuration (reload). Cgroups that stay managed keep their originals;
+    /// those no longer named are released at the next tick. Switching to `enforce = false`
+    /// restores, at the next tick, every limit the daemon wrote.
+    pub fn reload(&mut self, cfg: Config, rules: Rules) -> Result<(), ControlError> {
+        let fs = CgroupFs::new(&cfg.cgroup_root)?;
+        fs.check_v2()?;
+        if cfg.cgroup_root != self.cfg.cgroup_root {
+            // A new root makes the recorded paths meaningless: let go of everything first.
+            self.release_all_now();
+            self.fs = Arc::new(fs);
+        }
+        let own = std::fs::read_to_string(cfg.proc_root.join("self/cgroup")).ok();
+        self.forbidden = forbidden_cgroups(own.as_deref(), &cfg.cgroup_root);
+        self.proc = ProcFs::new(&cfg.proc_root);
+        if cfg.state_dir != self.cfg.state_dir {
+            // Everything recorded must be in the file the next start will read.
+            self.ledger
+                .move_to(Box::new(StateStore::new(&cfg.state_dir)));
+        }
+        self.cfg = cfg;
+        self.rules = rules;
+        if let Some(c) = &self.containers {
+            c.reconfigure(&self.cfg.containers);
+        }
+        self.warned.clear();
+        Ok(())
+    }
+
+    fn warn_once(&mut self, key: &str, f: impl FnOnce()) {
+        if self.warned.insert(key.to_owned()) {
+            f();
+        }
+    }
+
+    /// Runs one tick. Errors on single cgroups are logged and counted, never fatal: one
+    /// cgroup that cannot be read, recorded or written never stops the others.
+    /// The report is shared (`Arc`) with whoever publishes it: no copy of its rows per tick.
+    pub async fn tick(&mut self) -> Result<Arc<TickReport>, ControlError> {
+        let started = Instant::now();
+        self.ticks += 1;
+        self.collect_jobs(Duration::ZERO).await;
+        if let Some(c) = &self.containers {
+            self.snap = c.snapshot();
+        }
+
+        // Discover: release cgroups no longer named.
+        let wanted = self.discover();
+        self.release_unwanted(&wanted);
+        if !self.cfg.enforce {
+            // A dry run holds nothing: what an enforcing run wrote is put back below.
+            self.ledger.hold_nothing();
+        }
+
+        // Sample; adopt new cgroups; notice operators' changes.
+        let rows = self.sample_wanted(&wanted)?;
+
+        // Record: put back what is not held, save new originals before any write.
+        let wanted_set: BTreeSet<&str> = wanted.iter().map(|w| w.path.as_str()).collect();
+        self.restore_recorded(&wanted_set, None);
+        self.drop_orphan_overrides();
+        self.ledger.record(self.cfg.enforce);
+
+        let host = match self.proc.host() {
+            Ok(h) => h,
+            Err(e) => {
+                self.counters.read_errors += 1;
+                warn!(error = %e, "cannot read host memory state; skipping this tick");
+                return Err(e.into());
+            }
+        };
+
+        let mut report = self.compute_and_enforce(&rows, &host).await;
+        report.pool.duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let report = Arc::new(report);
+        self.last = Some(Arc::clone(&report));
+        Ok(report)
+    }
+
+    /// The law on this tick's rows, the report of it, then the writes: one job per cgroup
+    /// the ledger lets the daemon write, and the ancestors' `memory.low`.
+    async fn compute_and_enforce(&mut self, rows: &[Sampled<'_>], host: &HostSample) -> TickReport {
+        let watermark_band = self.watermark_band();
+        // Only the work-conserving law reads the cgroups beside the managed set.
+        let outside_stall = if self.cfg.capacity.mode == CapacityMode::Auto {
+            self.outside.sample(
+                &self.fs,
+                self.managed.keys().map(String::as_str),
+                Instant::now(),
+            )
+        } else {
+            None
+        };
+        // Every row is managed (sampling adopts what it finds); one that is not is left out.
+        let (rows, law_rows): (Vec<&Sampled<'_>>, Vec<Row<'_>>) = rows
+            .iter()
+            .filter_map(|row| {
+                let p = &row.wanted.path;
+                let m = self.managed.get(p)?;
+                let h = self.ledger.holding(p)?;
+                let law_row = Row {
+                    name: p.as_str(),
+                    settings: row.wanted.settings,
+                    sample: &row.sample,
+                    originals: h.originals(),
+                    reclaim_supported: m.reclaim_supported,
+                    provisional: m.last.is_none(),
+                    refaulted: m.refaulted,
+                };
+                Some((row, law_row))
+            })
+            .unzip();
+        let law = Law {
+            capacity: &self.cfg.capacity,
+            min_floor: self.cfg.min_floor.bytes(),
+            max_step: self.cfg.max_step,
+            reclaim: self.cfg.reclaim,
+            guard: self.cfg.guard,
+            idle_tax: self.cfg.idle_tax,
+        };
+        let step: Step = step::step(
+            &law,
+            &law_rows,
+            host,
+            watermark_band,
+            outside_stall,
+            self.carry,
+        );
+        self.carry = step.next;
+        if let Some(e) = &step.rejected {
+            // Inputs are validated by the config and the protocol; this is a bug.
+            error!(error = %e, "policy rejected its inputs; no writes this tick");
+        }
+
+        // The report, from the step and the samples, before any job is spawned.
+        let states: Vec<Option<CgroupState>> = rows
+            .iter()
+            .map(|row| {
+                let p = &row.wanted.path;
+                let m = self.managed.get(p)?;
+                let h = self.ledger.holding(p)?;
+                Some(report::cgroup_state(
+                    self.cfg.enforce,
+                    h.recorded(),
+                    self.jobs.contains_key(p),
+                    m.last.is_none(),
+                ))
+            })
+            .collect();
+        let lines: Vec<report::Line<'_>> = rows
+            .iter()
+            .zip(&states)
+            .enumerate()
+            .filter_map(|(index, (row, state))| {
+                let p = &row.wanted.path;
+                Some(report::Line {
+                    index,
+                    wanted: row.wanted,
+                    sample: &row.sample,
+                    state: (*state)?,
+                    overridden: self.ledger.overrides().contains_key(p),
+                    holding: self.ledger.holding(p)?,
+                    refaulted: self.managed.get(p)?.refaulted,
+                })
+            })
+            .collect();
+        let report = report::build(
+            self.ticks,
+            self.cfg.enforce,
+            &step,
+            host,
+            outside_stall,
+            &lines,
+        );
+        drop(lines);
+
+        self.spawn_jobs(&rows, &step, &states);
+        // Give quick writes a chance to land within this tick; slow ones are picked up later.
+        self.collect_jobs(self.cfg.tick.0 / 2).await;
+        if self.cfg.enforce && self.cfg.protect_ancestors {
+            let lows: Vec<(&str, u64)> = report
+                .cgroups
+                .iter()
+                .map(|r| (r.cgroup.as_str(), r.entitlement))
+                .collect();
+            self.protect_ancestors(&jobs::ancestor_lows(&lows));
+        } else if self.ledger.has_ancestors() {
+            // Dry run, or protect_ancestors turned off by a reload: put the ancestors back.
+            self.protect_ancestors(&BTreeMap::new());
+        }
+        report
+    }
+}
