@@ -28,6 +28,9 @@ use crate::decide::{self, Originals};
 use crate::state::{Original, Override, State, StateError, StateStore};
 use crate::step::limit_above;
 
+#[cfg(test)]
+mod tests;
+
 /// Where the ledger's copy lives on disk: the state file ([`StateStore`]) in the daemon.
 pub trait Disk: std::fmt::Debug + Send + Sync {
     /// The copy on disk; an empty state if there is none.
@@ -440,6 +443,9 @@ impl Ledger {
     /// to: they are recorded again next time.
     pub fn record(&mut self, enforce: bool) -> Recorded {
         let mut pending = Vec::new();
+        // What the state held for each before: a cgroup not recorded may still have an
+        // original on disk (a dry run's restore that failed, then enforcing again).
+        let mut before: Vec<Option<Original>> = Vec::new();
         if enforce {
             for (p, h) in &self.held {
                 if !h.recorded {
@@ -447,6 +453,7 @@ impl Ledger {
                 }
             }
             for (p, o, id) in &pending {
+                before.push(self.state.originals.get(p).cloned());
                 self.record_entry(p, *o, *id);
             }
         }
@@ -463,9 +470,13 @@ impl Ledger {
                 "their original limits are not on disk; not writing to them until the state \
                  file can be saved"
             );
-            // Not on disk, so not in the state either: a restart reads them afresh.
-            for (p, _, _) in &pending {
-                self.state.originals.remove(p);
+            // Not on disk, so not in the state either: a restart reads them afresh. One that
+            // was there already stays as it was, so the next save does not drop it.
+            for ((p, _, _), was) in pending.iter().zip(before) {
+                match was {
+                    Some(o) => self.state.originals.insert(p.clone(), o),
+                    None => self.state.originals.remove(p),
+                };
             }
         }
         Recorded {
