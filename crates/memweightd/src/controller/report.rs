@@ -194,3 +194,29 @@ pub(super) fn build(
         label_clamps,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `status` must say why a cgroup is not written: a dry run first, then originals not on
+    /// disk (`pending`), then a write still running, and only then that it is new.
+    #[test]
+    fn regression_pending_is_shown_before_busy_and_new() {
+        use CgroupState::{Busy, DryRun, New, Ok, Pending};
+        let cases = [
+            ((false, true, true, true), DryRun),
+            ((true, false, true, true), Pending),
+            ((true, true, true, true), Busy),
+            ((true, true, false, true), New),
+            ((true, true, false, false), Ok),
+        ];
+        for ((enforce, recorded, busy, provisional), want) in cases {
+            assert_eq!(
+                cgroup_state(enforce, recorded, busy, provisional),
+                want,
+                "{enforce} {recorded} {busy} {provisional}"
+            );
+        }
+    }
+}

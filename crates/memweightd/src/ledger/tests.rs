@@ -1,7 +1,10 @@
-//! The ledger alone, against a disk that fails on demand.
+//! The ledger alone, against a disk that fails on demand: examples named after the defects
+//! they pin, and the two invariants as a proptest over arbitrary sequences of operations.
 
 use std::io;
 use std::sync::{Arc, Mutex};
+
+use proptest::prelude::*;
 
 use super::*;
 
@@ -68,6 +71,61 @@ fn entry(high: &str, low: &str, id: Option<u64>) -> Original {
     }
 }
 
+#[test]
+fn regression_failed_state_save_leaves_a_new_cgroup_unwritable() {
+    let disk = FakeDisk::default();
+    let mut l = ledger(&disk);
+    assert!(!l.adopt("a", Some(7), orig(Limit::Max, Limit::Bytes(0)), true, 1));
+    assert!(!l.may_write("a"), "adopted, not on disk");
+    disk.fail(true);
+    assert_eq!(
+        l.record(true),
+        Recorded {
+            pending: 1,
+            saved: false
+        }
+    );
+    assert!(!l.may_write("a"));
+    assert!(
+        !l.state.originals.contains_key("a"),
+        "not on disk, so not in the state either"
+    );
+    disk.fail(false);
+    assert!(l.record(true).saved);
+    assert!(l.may_write("a"));
+    assert_eq!(disk.saved().originals["a"], entry("max", "0", Some(7)));
+}
+
+#[test]
+fn regression_dry_run_records_nothing_and_restores_what_an_enforcing_run_wrote() {
+    let mut st = State::default();
+    st.originals.insert("a".into(), entry("max", "0", Some(1)));
+    let disk = FakeDisk::with(st);
+    let mut l = ledger(&disk);
+    assert!(!l.adopt(
+        "a",
+        Some(1),
+        orig(Limit::Bytes(M), Limit::Bytes(0)),
+        false,
+        1
+    ));
+    l.hold_nothing();
+    assert_eq!(l.record(false).pending, 0);
+    assert!(!l.may_write("a"));
+    let due = l.restores_due(&BTreeSet::from(["a"]), |_| false);
+    assert_eq!(
+        due,
+        [Due {
+            path: "a".into(),
+            originals: orig(Limit::Max, Limit::Bytes(0)),
+            id: Some(1),
+        }]
+    );
+    assert!(l.restored(&due[0], &Restored::Done));
+    assert!(l.flush());
+    assert!(disk.saved().originals.is_empty());
+}
+
 /// Found by `ledger_keeps_its_invariants`: a dry run's restore fails, the daemon is reloaded
 /// to enforce, and the save that would record the cgroup fails too. The original already on
 /// disk was taken out of the state with the new entry, and the next save dropped it.
@@ -117,4 +175,434 @@ fn regression_failed_save_after_a_dry_run_kept_the_original_off_disk() {
     );
     assert!(l.record(true).saved);
     assert!(l.may_write("a"));
+}
+
+#[test]
+fn regression_recreated_cgroup_is_not_given_the_earlier_ones_original() {
+    let mut st = State::default();
+    st.originals
+        .insert("a".into(), entry("1048576", "0", Some(1)));
+    let disk = FakeDisk::with(st);
+    let mut l = ledger(&disk);
+    let now = orig(Limit::Max, Limit::Bytes(0));
+    assert!(
+        !l.adopt("a", Some(2), now, true, 1),
+        "another id: not resumed"
+    );
+    assert_eq!(l.holding("a").map(Holding::originals), Some(now));
+    assert!(l.record(true).saved);
+    assert_eq!(disk.saved().originals["a"], entry("max", "0", Some(2)));
+}
+
+#[test]
+fn regression_version_1_original_is_tied_to_the_cgroup_and_resumed() {
+    let mut st = State::default();
+    st.originals.insert("a".into(), entry("1048576", "0", None));
+    let disk = FakeDisk::with(st);
+    let mut l = ledger(&disk);
+    // What the files hold now is the daemon's own earlier write: the original stays.
+    assert!(l.adopt(
+        "a",
+        Some(9),
+        orig(Limit::Bytes(M / 2), Limit::Bytes(0)),
+        true,
+        1
+    ));
+    assert!(l.may_write("a"));
+    assert_eq!(
+        l.holding("a").map(Holding::originals),
+        Some(orig(Limit::Bytes(M), Limit::Bytes(0)))
+    );
+    assert!(l.flush());
+    assert_eq!(disk.saved().originals["a"].id, Some(9));
+}
+
+#[test]
+fn regression_high_raised_while_the_daemon_was_down_is_the_new_original() {
+    let mut st = State::default();
+    st.originals
+        .insert("a".into(), entry("1048576", "0", Some(1)));
+    let disk = FakeDisk::with(st);
+    let mut l = ledger(&disk);
+    l.adopt("a", Some(1), orig(Limit::Max, Limit::Bytes(0)), true, 3);
+    let h = l.holding("a").expect("held");
+    assert_eq!(h.originals().high, Limit::Max);
+    assert!(h.operator().is_some_and(|o| o.contains("tick 3")), "{h:?}");
+    assert!(l.flush());
+    assert_eq!(disk.saved().originals["a"].high, "max");
+}
+
+#[test]
+fn regression_operator_change_becomes_the_original_and_is_recorded() {
+    let disk = FakeDisk::default();
+    let mut l = ledger(&disk);
+    l.adopt("a", Some(1), orig(Limit::Max, Limit::Bytes(0)), true, 1);
+    assert!(l.record(true).saved);
+    l.wrote("a", Some(Limit::Bytes(64 * M)), None);
+    // The daemon's own write, read back rounded to a page: not a change.
+    let read_back = orig(Limit::Bytes(64 * M), Limit::Bytes(0));
+    assert_eq!(
+        l.reconcile("a", read_back, 2, || unreachable!("no change")),
+        Reconciled::Same
+    );
+    let changed = orig(Limit::Bytes(64 * M), Limit::Bytes(8 * M));
+    assert_eq!(
+        l.reconcile("a", changed, 2, || Some(1)),
+        Reconciled::Operator
+    );
+    assert_eq!(
+        l.holding("a").map(Holding::originals),
+        Some(orig(Limit::Max, Limit::Bytes(8 * M)))
+    );
+    assert!(l.flush());
+    assert_eq!(disk.saved().originals["a"].low, (8 * M).to_string());
+    // Another cgroup under the name: let go of, its original dropped.
+    let other = orig(Limit::Max, Limit::Bytes(0));
+    assert_eq!(
+        l.reconcile("a", other, 3, || Some(2)),
+        Reconciled::Recreated
+    );
+    assert!(l.holding("a").is_none());
+    assert!(l.flush());
+    assert!(disk.saved().originals.is_empty());
+}
+
+#[test]
+fn regression_failed_restore_keeps_the_original_recorded() {
+    let disk = FakeDisk::default();
+    let mut l = ledger(&disk);
+    l.adopt("a", Some(1), orig(Limit::Max, Limit::Bytes(0)), true, 1);
+    assert!(l.record(true).saved);
+    l.wrote("a", Some(Limit::Bytes(M)), None);
+    assert!(l.release("a", false));
+    let due = l.restores_due(&BTreeSet::new(), |_| false);
+    assert_eq!(due.len(), 1);
+    assert!(!l.restore_is_noop("a"), "it was written: a real restore");
+    assert!(!l.restored(&due[0], &Restored::Failed("EBUSY".into())));
+    l.restores_done();
+    assert!(l.flush());
+    assert!(disk.saved().originals.contains_key("a"), "kept");
+    let again = l.restores_due(&BTreeSet::new(), |_| false);
+    assert_eq!(again, due, "tried again");
+    assert!(l.restored(&again[0], &Restored::Done));
+    assert!(l.flush());
+    assert!(disk.saved().originals.is_empty());
+}
+
+#[test]
+fn regression_release_of_an_untouched_cgroup_writes_nothing_back() {
+    let disk = FakeDisk::default();
+    let mut l = ledger(&disk);
+    l.adopt("idle", Some(1), orig(Limit::Max, Limit::Bytes(0)), true, 1);
+    l.adopt("busy", Some(2), orig(Limit::Max, Limit::Bytes(0)), true, 1);
+    assert!(l.record(true).saved);
+    assert_eq!(l.release_all(|p| p == "busy"), 2);
+    assert!(l.restore_is_noop("idle"));
+    assert!(
+        !l.restore_is_noop("busy"),
+        "a write in flight may land: restore"
+    );
+    assert_eq!(
+        l.take_released("busy"),
+        Some((orig(Limit::Max, Limit::Bytes(0)), Some(2)))
+    );
+    assert_eq!(l.take_released("busy"), None, "taken once");
+}
+
+#[test]
+fn regression_ancestor_is_not_raised_before_its_original_is_saved() {
+    let disk = FakeDisk::default();
+    let mut l = ledger(&disk);
+    let wanted = BTreeMap::from([("p".to_owned(), 8 * M)]);
+    disk.fail(true);
+    assert!(
+        l.raise_ancestors(&wanted, |_| Some(Limit::Bytes(0)))
+            .is_empty()
+    );
+    assert!(!l.has_ancestors(), "not on disk, so not recorded");
+    disk.fail(false);
+    assert_eq!(
+        l.raise_ancestors(&wanted, |_| Some(Limit::Bytes(0))),
+        [("p".to_owned(), Limit::Bytes(8 * M))]
+    );
+    assert_eq!(disk.saved().ancestors["p"], "0");
+    // Raised already, as wanted: nothing to write.
+    assert!(
+        l.raise_ancestors(&wanted, |_| Some(Limit::Bytes(8 * M)))
+            .is_empty()
+    );
+    // No longer wanted: its original goes back, then the ledger drops it.
+    let none = BTreeMap::new();
+    assert_eq!(
+        l.ancestors_to_restore(&none),
+        [("p".to_owned(), Limit::Bytes(0))]
+    );
+    l.ancestor_restored("p");
+    assert!(l.flush());
+    assert!(disk.saved().ancestors.is_empty());
+}
+
+#[test]
+fn regression_originals_of_an_earlier_boot_are_dropped() {
+    let mut st = State::default();
+    st.originals.insert("a".into(), entry("max", "0", Some(1)));
+    st.ancestors.insert("p".into(), "0".into());
+    st.boot_id = Some("before".into());
+    let disk = FakeDisk::with(st);
+    let mut l = ledger(&disk);
+    assert_eq!(l.recorded_counts(), (0, 0));
+    assert!(l.flush());
+    assert_eq!(disk.saved().boot_id.as_deref(), Some("boot"));
+    assert!(disk.saved().originals.is_empty());
+}
+
+#[test]
+fn regression_override_whose_save_fails_changes_nothing() {
+    let disk = FakeDisk::default();
+    let mut l = ledger(&disk);
+    let ov = Override {
+        weight: 5,
+        min: None,
+        max: None,
+    };
+    l.set_override("a", ov, true).expect("saved");
+    disk.fail(true);
+    let other = Override { weight: 9, ..ov };
+    assert!(l.set_override("a", other, true).is_err());
+    assert_eq!(l.overrides().get("a"), Some(&ov));
+    assert!(l.unset_override("a", true).is_err());
+    assert_eq!(l.overrides().get("a"), Some(&ov));
+    disk.fail(false);
+    assert_eq!(l.unset_override("a", true).ok(), Some(true));
+    assert!(disk.saved().overrides.is_empty());
+}
+
+/// One step of what the controller does with the ledger.
+#[derive(Debug, Clone)]
+enum Op {
+    Disk(bool),
+    Adopt(usize, u64, Originals, bool),
+    Reconcile(usize, Originals, u64),
+    Wrote(usize, Option<Limit>, Option<Limit>),
+    Record(bool),
+    HoldNothing,
+    Release(usize, bool),
+    Forget(usize),
+    Restore(Vec<usize>, Vec<u8>, bool),
+    ReleaseAll(bool),
+    Keep(usize),
+    Ancestors(Option<u64>, Option<Limit>, bool),
+    Flush,
+}
+
+const PATHS: [&str; 3] = ["a", "b", "c/d"];
+
+fn limit() -> impl Strategy<Value = Limit> {
+    prop_oneof![
+        Just(Limit::Max),
+        Just(Limit::Bytes(0)),
+        Just(Limit::Bytes(M)),
+        Just(Limit::Bytes(M + 17)),
+        Just(Limit::Bytes(64 * M)),
+    ]
+}
+
+fn originals() -> impl Strategy<Value = Originals> {
+    (limit(), limit()).prop_map(|(high, low)| Originals { high, low })
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let path = 0..PATHS.len();
+    prop_oneof![
+        any::<bool>().prop_map(Op::Disk),
+        (path.clone(), 1u64..3, originals(), any::<bool>())
+            .prop_map(|(p, id, o, e)| Op::Adopt(p, id, o, e)),
+        (path.clone(), originals(), 1u64..3).prop_map(|(p, o, id)| Op::Reconcile(p, o, id)),
+        (
+            path.clone(),
+            proptest::option::of(limit()),
+            proptest::option::of(limit())
+        )
+            .prop_map(|(p, h, l)| Op::Wrote(p, h, l)),
+        any::<bool>().prop_map(Op::Record),
+        Just(Op::HoldNothing),
+        (path.clone(), any::<bool>()).prop_map(|(p, b)| Op::Release(p, b)),
+        path.clone().prop_map(Op::Forget),
+        (
+            proptest::collection::vec(path.clone(), 0..3),
+            proptest::collection::vec(0u8..4, 3),
+            any::<bool>()
+        )
+            .prop_map(|(w, o, b)| Op::Restore(w, o, b)),
+        any::<bool>().prop_map(Op::ReleaseAll),
+        path.prop_map(Op::Keep),
+        (
+            proptest::option::of(0u64..(128 * M)),
+            proptest::option::of(limit()),
+            any::<bool>()
+        )
+            .prop_map(|(s, c, w)| Op::Ancestors(s, c, w)),
+        Just(Op::Flush),
+    ]
+}
+
+/// Runs `ops` and checks the invariants after each one; `Err` says which broke where.
+fn run(ops: &[Op]) -> Result<(), String> {
+    let disk = FakeDisk::default();
+    let mut l = ledger(&disk);
+    // What the disk held after the last step; an original leaves it only once its drop was
+    // allowed (restored, gone, replaced, forgotten) since it was saved.
+    let mut on_disk: BTreeMap<String, Original> = BTreeMap::new();
+    let mut ancestor_on_disk = false;
+    let mut allowed: BTreeSet<String> = BTreeSet::new();
+    let mut ancestor_allowed = false;
+    let mut released: BTreeSet<String> = BTreeSet::new();
+    // After the first `keep` the controller is shutting down: it only keeps and saves.
+    let mut shutting_down = false;
+    for (n, op) in ops.iter().enumerate() {
+        if shutting_down && !matches!(op, Op::Keep(_) | Op::Flush | Op::Disk(_)) {
+            continue;
+        }
+        match op {
+            Op::Disk(f) => disk.fail(*f),
+            Op::Adopt(p, id, o, enforce) => {
+                let p = PATHS[*p];
+                if l.holding(p).is_none() {
+                    if l.state
+                        .originals
+                        .get(p)
+                        .is_some_and(|e| e.id.is_some_and(|was| was != *id))
+                    {
+                        allowed.insert(p.to_owned());
+                    }
+                    l.adopt(p, Some(*id), *o, *enforce, n as u64);
+                }
+            }
+            Op::Reconcile(p, o, id) => {
+                let p = PATHS[*p];
+                if l.reconcile(p, *o, n as u64, || Some(*id)) == Reconciled::Recreated {
+                    allowed.insert(p.to_owned());
+                }
+            }
+            Op::Wrote(p, h, lo) => {
+                // The controller writes only what the ledger lets it (checked below).
+                let p = PATHS[*p];
+                if l.may_write(p) {
+                    l.wrote(p, *h, *lo);
+                }
+            }
+            Op::Record(enforce) => {
+                l.record(*enforce);
+            }
+            Op::HoldNothing => l.hold_nothing(),
+            Op::Release(p, busy) => {
+                l.release(PATHS[*p], *busy);
+            }
+            Op::Forget(p) => {
+                let p = PATHS[*p];
+                l.forget(p);
+                allowed.insert(p.to_owned());
+                released.remove(p);
+            }
+            Op::Restore(wanted, outcomes, busy_b) => {
+                let wanted: BTreeSet<&str> = wanted.iter().map(|i| PATHS[*i]).collect();
+                let busy = |p: &str| *busy_b && p == "b";
+                let due = l.restores_due(&wanted, busy);
+                for (i, d) in due.iter().enumerate() {
+                    if l.may_write(&d.path) || busy(&d.path) {
+                        return Err(format!("op {n}: restore of {} while held or busy", d.path));
+                    }
+                    let outcome = if l.restore_is_noop(&d.path) {
+                        Restored::Done
+                    } else {
+                        match outcomes[i % outcomes.len()] {
+                            0 => Restored::Done,
+                            1 => Restored::Gone,
+                            2 => Restored::Replaced,
+                            _ => Restored::Failed("EIO".into()),
+                        }
+                    };
+                    if l.restored(d, &outcome) {
+                        allowed.insert(d.path.clone());
+                    }
+                }
+                l.restores_done();
+            }
+            Op::ReleaseAll(busy_b) => {
+                l.release_all(|p| *busy_b && p == "b");
+                released = PATHS.iter().map(|p| (*p).to_owned()).collect();
+            }
+            Op::Keep(p) => {
+                let p = PATHS[*p];
+                if released.remove(p)
+                    && let Some((o, id)) = l.take_released(p)
+                {
+                    l.keep(p, o, id);
+                    shutting_down = true;
+                }
+            }
+            Op::Ancestors(sum, current, restore_ok) => {
+                let wanted: BTreeMap<String, u64> =
+                    sum.iter().map(|s| ("p".to_owned(), *s)).collect();
+                for (a, _) in l.ancestors_to_restore(&wanted) {
+                    if *restore_ok {
+                        l.ancestor_restored(&a);
+                        ancestor_allowed = true;
+                    }
+                }
+                for (a, _) in l.raise_ancestors(&wanted, |_| *current) {
+                    if !disk.saved().ancestors.contains_key(&a) {
+                        return Err(format!("op {n}: raised {a} before its original was saved"));
+                    }
+                }
+            }
+            Op::Flush => {
+                l.flush();
+            }
+        }
+        let saved = disk.saved();
+        for p in on_disk.keys() {
+            if !saved.originals.contains_key(p) && !allowed.remove(p) {
+                return Err(format!(
+                    "op {n} ({op:?}): the recorded original of {p} was lost"
+                ));
+            }
+        }
+        if ancestor_on_disk && !saved.ancestors.contains_key("p") && !ancestor_allowed {
+            return Err(format!("op {n} ({op:?}): the ancestor's original was lost"));
+        }
+        for p in PATHS {
+            if l.may_write(p) && !saved.originals.contains_key(p) {
+                return Err(format!(
+                    "op {n} ({op:?}): {p} writable, original not on disk"
+                ));
+            }
+        }
+        // A new or changed original on disk owes its drop again.
+        for (p, o) in &saved.originals {
+            if on_disk.get(p) != Some(o) {
+                allowed.remove(p);
+            }
+        }
+        if saved.ancestors.contains_key("p") != ancestor_on_disk {
+            ancestor_allowed = false;
+        }
+        on_disk = saved.originals;
+        ancestor_on_disk = saved.ancestors.contains_key("p");
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Whatever the controller does and whenever the disk fails: a recorded original leaves
+    /// the disk only restored (or its cgroup gone or replaced), and no cgroup is writable,
+    /// no ancestor raised, before its original is on disk.
+    #[test]
+    fn ledger_keeps_its_invariants(ops in proptest::collection::vec(op(), 1..60)) {
+        if let Err(e) = run(&ops) {
+            prop_assert!(false, "{}", e);
+        }
+    }
 }
