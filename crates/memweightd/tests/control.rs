@@ -994,3 +994,67 @@ fn regression_1100_idle_metrics_connections_do_not_stop_the_daemon() {
     let log = stop(child);
     assert!(log.contains("original limits restored"), "{log}");
 }
+
+/// Issue 23: the loop took control calls before the tick (`biased`), each `set` saving the state
+/// file with fsync, so a steady stream of requests from the group could hold the tick, and the
+/// watchdog ping after it, back for as long as it lasted. Now at most a bounded number of calls
+/// come between two ticks.
+#[test]
+fn regression_a_flood_of_set_requests_does_not_starve_the_tick() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let tree = Tree::new();
+    let config = tree.write_config(RULES);
+    let child = Process::new(env!("CARGO_BIN_EXE_memweightd"))
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn memweightd");
+    let socket = tree.socket();
+    let tick_of = |s: &Path| match ctl_line(s, Command::Status) {
+        Ok(Reply::Status(st)) => Some(st.pool.tick),
+        _ => None,
+    };
+    wait_for("the first tick", || {
+        socket.exists() && tick_of(&socket).is_some()
+    });
+    let flooding = Arc::new(AtomicBool::new(true));
+    let done = Arc::new(AtomicU64::new(0));
+    let flood: Vec<_> = (0..8_u32)
+        .map(|i| {
+            let (socket, flooding, done) =
+                (socket.clone(), Arc::clone(&flooding), Arc::clone(&done));
+            std::thread::spawn(move || {
+                let mut w = 2 + i;
+                while flooding.load(Ordering::Relaxed) {
+                    if ctl_line(&socket, set("lab/c1", w)).is_ok() {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    w = w % 9000 + 8;
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let before = tick_of(&socket).expect("status answers during the flood");
+    std::thread::sleep(Duration::from_secs(3));
+    let after = tick_of(&socket).expect("status answers during the flood");
+    flooding.store(false, Ordering::Relaxed);
+    for t in flood {
+        t.join().expect("flood thread");
+    }
+    // 30 ticks of 100 ms; a busy test machine may lose some, a starved loop loses them all.
+    assert!(
+        after >= before + 10,
+        "ticks went from {before} to {after} in 3 s under {} set requests",
+        done.load(Ordering::Relaxed)
+    );
+    assert!(
+        done.load(Ordering::Relaxed) > 30,
+        "the flood was served too"
+    );
+    let log = stop(child);
+    assert!(log.contains("original limits restored"), "{log}");
+}
