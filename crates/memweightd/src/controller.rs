@@ -1413,7 +1413,7 @@ impl Controller {
                 let p = path.clone();
                 self.jobs.insert(
                     path.clone(),
-                    tokio::task::spawn_blocking(move || apply(&fs, &p, writes, &stopping)),
+                    crate::pools::kernel_writes().spawn(move || apply(&fs, &p, writes, &stopping)),
                 );
             }
             let resolved = self.resolve(path);

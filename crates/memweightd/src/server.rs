@@ -184,7 +184,7 @@ pub struct Peer {
     pub uid: u32,
     /// Primary group id.
     pub gid: u32,
-    /// Supplementary groups (from `/proc/<pid>/status`), if they could be read.
+    /// Supplementary groups when it connected (`SO_PEERGROUPS`), if they could be read.
     pub groups: Vec<u32>,
     /// User name, if the user database knows the uid.
     pub user: Option<String>,
@@ -218,37 +218,11 @@ pub fn authorize(access: &Access, peer: &Peer) -> Result<(), ErrorReply> {
     ))
 }
 
-/// The `Groups:` line of `/proc/<pid>/status`; anything unreadable is left out.
-#[must_use]
-pub fn parse_status_groups(status: &str) -> Vec<u32> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Groups:"))
-        .map(|rest| {
-            rest.split_whitespace()
-                .filter_map(|g| g.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The peer's credentials; the user and group databases are only consulted when `access`
-/// can need them (a non-root peer and a configured group), so root and statically linked
-/// builds without NSS never touch them.
-fn peer_of(cred: tokio::net::unix::UCred, access: &Access) -> Peer {
-    if cred.uid() == 0 || access.group.is_none() {
-        return Peer {
-            uid: cred.uid(),
-            gid: cred.gid(),
-            groups: Vec::new(),
-            user: None,
-        };
-    }
-    let groups = cred
-        .pid()
-        .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
-        .map(|s| parse_status_groups(&s))
-        .unwrap_or_default();
+/// The peer's credentials: user, primary and supplementary groups from the socket
+/// ([`crate::peer`]); the user database is only asked for the name when `access` lists
+/// members by name. Runs on the [`crate::pools::credentials`] pool (NSS may block); root never
+/// comes here.
+fn peer_of(cred: tokio::net::unix::UCred, groups: Vec<u32>, access: &Access) -> Peer {
     let user = if access.members.is_empty() {
         None
     } else {
@@ -605,26 +579,41 @@ async fn connection(
     calls: &mpsc::Sender<Call>,
 ) -> io::Result<()> {
     let limits = shared.limits;
-    // The group database (NSS: files, LDAP, …) and /proc are blocking reads.
-    let check = {
+    let (access, peer) = if cred.uid() == 0 {
+        // Root is always served: no group database, no queue.
+        let root = Peer {
+            uid: 0,
+            gid: cred.gid(),
+            groups: Vec::new(),
+            user: None,
+        };
+        (Access::default(), root)
+    } else {
+        // From the socket: the groups the client connected with, not /proc/<pid>/status (its
+        // PID may be another process's by now).
+        let groups = crate::peer::supplementary_groups(&stream).unwrap_or_else(|e| {
+            debug!(error = %e, uid = cred.uid(), "cannot read the peer's groups (SO_PEERGROUPS)");
+            Vec::new()
+        });
+        // The group database (NSS: files, LDAP, …) may block: on its own bounded pool.
         let shared = std::sync::Arc::clone(shared);
-        tokio::task::spawn_blocking(move || {
+        let check = crate::pools::credentials().spawn(move || {
             let access = Access::resolve(shared.group.as_deref(), &shared.lookup);
-            let peer = peer_of(cred, &access);
+            let peer = peer_of(cred, groups, &access);
             (access, peer)
-        })
-    };
-    let (access, peer) = match tokio::time::timeout(limits.read_timeout, check).await {
-        Ok(Ok(checked)) => checked,
-        Ok(Err(e)) => return Err(io::Error::other(e)),
-        Err(_) => {
-            let (_, write) = stream.into_split();
-            let e = ErrorReply::new(
-                ErrorKind::Internal,
-                "checking your credentials took too long (is the group database slow?); try \
-                 again",
-            );
-            return reply(write, Outcome::Error(e), limits.write_timeout).await;
+        });
+        match tokio::time::timeout(limits.read_timeout, check).await {
+            Ok(Ok(checked)) => checked,
+            Ok(Err(e)) => return Err(io::Error::other(e)),
+            Err(_) => {
+                let (_, write) = stream.into_split();
+                let e = ErrorReply::new(
+                    ErrorKind::Internal,
+                    "checking your credentials took too long (is the group database slow?); \
+                     try again, or as root",
+                );
+                return reply(write, Outcome::Error(e), limits.write_timeout).await;
+            }
         }
     };
     let (read, write) = stream.into_split();
@@ -772,14 +761,5 @@ mod tests {
         assert!(gate.admit(1000).is_ok());
         drop((others, root));
         assert!(gate.admit(0).is_ok());
-    }
-
-    #[test]
-    fn status_groups_line() {
-        let text = "Name:\tsh\nUid:\t1000\t1000\t1000\t1000\nGroups:\t4 24 990 \nVmRSS:\t1 kB\n";
-        assert_eq!(parse_status_groups(text), vec![4, 24, 990]);
-        assert_eq!(parse_status_groups("Groups:\t\n"), Vec::<u32>::new());
-        assert_eq!(parse_status_groups("garbage"), Vec::<u32>::new());
-        assert_eq!(parse_status_groups("Groups: 1 x 2"), vec![1, 2]);
     }
 }

@@ -822,11 +822,17 @@ async fn regression_a_request_that_timed_out_is_not_carried_out_later() {
 
 /// Runs `client_helper` (a `status` request) as nobody (uid/gid 65534); its answer.
 async fn status_as_nobody(socket: &Path) -> Result<Reply, ErrorReply> {
+    status_as(socket, "--clear-groups").await
+}
+
+/// Runs `client_helper` as nobody with `groups` (a `setpriv` option: `--clear-groups`,
+/// `--groups=4242`); its answer.
+async fn status_as(socket: &Path, groups: &'static str) -> Result<Reply, ErrorReply> {
     let exe = std::env::current_exe().expect("test binary");
     let sock = socket.to_owned();
     let out = tokio::task::spawn_blocking(move || {
         Process::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .args(["--reuid=65534", "--regid=65534", groups, "--"])
             .arg(exe)
             .args([
                 "--exact",
@@ -904,6 +910,12 @@ async fn regression_group_membership_is_read_per_request() {
     gid.store(4242, Ordering::SeqCst);
     let e = status_as_nobody(&socket).await.expect_err("removed");
     assert_eq!(e.kind, ErrorKind::PermissionDenied);
+    // Issue 23: a supplementary group counts, read from the socket (SO_PEERGROUPS) and not
+    // from /proc/<pid>/status, which may be another process's once the client's PID is reused.
+    match status_as(&socket, "--groups=4242").await {
+        Ok(_) => {}
+        Err(e) => assert_eq!(e.kind, ErrorKind::NotReady, "{}", e.message),
+    }
     serving.abort();
     looping.abort();
 }
