@@ -412,21 +412,29 @@ impl Server {
         let listener = UnixListener::bind(path).map_err(io_err("binding"))?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
             .map_err(io_err("setting mode 0660"))?;
-        if let Some((_, gid)) = &access.group {
+        let mut group = cfg.group.clone();
+        if let Some((name, gid)) = &access.group {
             use std::os::unix::fs::MetadataExt;
             // Already right when the daemon runs with that group (systemd `Group=`).
             let current = std::fs::metadata(path).map(|m| m.gid()).ok();
-            if current != Some(*gid) {
-                std::os::unix::fs::chown(path, None, Some(*gid)).map_err(io_err(
-                    "giving it to the configured group (needs CAP_CHOWN; under systemd use \
-                     memweightd.socket with SocketGroup= instead)",
-                ))?;
+            if current != Some(*gid)
+                && let Err(e) = std::os::unix::fs::chown(path, None, Some(*gid))
+            {
+                // Not a reason to stop managing memory (under the shipped unit, which gives the
+                // daemon no CAP_CHOWN, exiting here made the unit crash-loop): the socket
+                // stays root's, and only root is served.
+                warn!(socket = %path.display(), group = %name, error = %e,
+                    "cannot give the control socket to [control] group (the daemon has no \
+                     CAP_CHOWN, as under the shipped unit); only root is served. Let systemd \
+                     create the socket with the group: systemctl enable --now memweightd.socket, \
+                     then systemctl restart memweightd");
+                group = None;
             }
         }
-        info!(socket = %path.display(), group = ?cfg.group, "control socket listening");
+        info!(socket = %path.display(), group = ?group, "control socket listening");
         Ok(Server {
             listener,
-            group: cfg.group.clone(),
+            group,
             lookup,
             limits: Limits::default(),
             cleanup: Cleanup(Some(path.clone())),

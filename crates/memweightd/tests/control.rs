@@ -1070,3 +1070,64 @@ fn regression_a_flood_of_set_requests_does_not_starve_the_tick() {
     let log = stop(child);
     assert!(log.contains("original limits restored"), "{log}");
 }
+
+/// Issue 23: with `[control] group` set and no `memweightd.socket`, the daemon could not give
+/// its socket to the group (the shipped unit grants no CAP_CHOWN and filters chown) and exited,
+/// so the unit crash-looped and nothing was managed. Now it warns once, serves root only, and
+/// keeps managing.
+#[test]
+fn regression_control_group_without_cap_chown_keeps_managing_and_serves_root() {
+    use std::os::unix::fs::MetadataExt;
+    if !nix_is_root() || which("setpriv").is_none() {
+        eprintln!("skipping: needs root and setpriv");
+        return;
+    }
+    let Ok(Some(group)) = nix::unistd::Group::from_name("nogroup") else {
+        eprintln!("skipping: no group named nogroup");
+        return;
+    };
+    let tree = Tree::new();
+    let config = tree.dir.path().join("memweight.toml");
+    let text = tree
+        .config_text("enabled = false", RULES)
+        .replace("[metrics]\n", "group = \"nogroup\"\n[metrics]\n");
+    std::fs::write(&config, text).expect("write config");
+    // Root without CAP_CHOWN, as under the shipped unit (CapabilityBoundingSet=CAP_DAC_OVERRIDE).
+    let child = Process::new("setpriv")
+        .args(["--bounding-set=-chown", "--"])
+        .arg(env!("CARGO_BIN_EXE_memweightd"))
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn memweightd without CAP_CHOWN");
+    let socket = tree.socket();
+    let tick_of = |s: &Path| match ctl_line(s, Command::Status) {
+        Ok(Reply::Status(st)) => Some(st.pool.tick),
+        _ => None,
+    };
+    wait_for("root served on the socket", || {
+        socket.exists() && tick_of(&socket).is_some()
+    });
+    let meta = std::fs::metadata(&socket).expect("socket");
+    assert_ne!(meta.gid(), group.gid.as_raw(), "chown cannot have worked");
+    assert_eq!(meta.mode() & 0o777, 0o660);
+    let before = tick_of(&socket).expect("status");
+    wait_for("ticks to keep coming", || {
+        tick_of(&socket).is_some_and(|t| t >= before + 3)
+    });
+    assert!(
+        matches!(ctl_line(&socket, set("lab/c1", 9)), Ok(Reply::Setting(_))),
+        "root can still change weights"
+    );
+    let log = stop(child);
+    assert_eq!(
+        log.matches("cannot give the control socket to [control] group")
+            .count(),
+        1,
+        "{log}"
+    );
+    assert!(log.contains("memweightd.socket"), "{log}");
+    assert!(log.contains("original limits restored"), "{log}");
+}
