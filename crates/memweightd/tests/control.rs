@@ -1131,3 +1131,120 @@ fn regression_control_group_without_cap_chown_keeps_managing_and_serves_root() {
     assert!(log.contains("memweightd.socket"), "{log}");
     assert!(log.contains("original limits restored"), "{log}");
 }
+
+/// Run by `regression_a_member_holding_sixteen_connections_does_not_lock_root_out` as another
+/// user: opens 16 connections, prints how many were refused at once, holds the rest for 3 s.
+#[test]
+fn hold_helper() {
+    let Some(socket) = std::env::var_os("MEMWEIGHT_TEST_HOLD_SOCKET") else {
+        return;
+    };
+    let held: Vec<std::os::unix::net::UnixStream> = (0..16)
+        .filter_map(|_| std::os::unix::net::UnixStream::connect(&socket).ok())
+        .collect();
+    let mut refused = 0;
+    for s in &held {
+        s.set_read_timeout(Some(Duration::from_millis(300)))
+            .expect("timeout");
+        let mut line = String::new();
+        if BufReader::new(s).read_line(&mut line).is_ok() && line.contains("busy") {
+            refused += 1;
+        }
+    }
+    println!("REFUSED {refused}");
+    std::io::stdout().flush().expect("flush");
+    std::thread::sleep(Duration::from_secs(3));
+}
+
+/// Issue 23, through a real socket: a member of the `[control] group` holding 16 idle
+/// connections took every slot until their read timeout, root's included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_a_member_holding_sixteen_connections_does_not_lock_root_out() {
+    if !nix_is_root() || which("setpriv").is_none() {
+        eprintln!("skipping: needs root and setpriv");
+        return;
+    }
+    let tree = Tree::new();
+    let ctl = tree.controller();
+    let lookup: server::GroupLookup = std::sync::Arc::new(|name: &str| {
+        (name == "memweight-test").then(|| server::GroupEntry {
+            gid: 65534,
+            members: Vec::new(),
+        })
+    });
+    let mut cfg = ctl.config().control.clone();
+    cfg.group = Some("memweight-test".into());
+    let server = Server::bind_with(&cfg, lookup).expect("bind");
+    let socket = tree.socket();
+    use std::os::unix::fs::PermissionsExt;
+    for p in [tree.dir.path().to_owned(), tree.dir.path().join("run")] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let (tx, rx) = mpsc::channel(8);
+    let serving = tokio::spawn(server.serve(tx));
+    let (snap_tx, _r) = watch::channel(None);
+    let looping = spawn_loop(
+        ctl,
+        tree.dir.path().join("memweight.toml"),
+        rx,
+        snap_tx,
+        Metrics::default(),
+    );
+    let exe = std::env::current_exe().expect("test binary");
+    let mut holder = Process::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(exe)
+        .args(["--exact", "hold_helper", "--nocapture", "--test-threads=1"])
+        .env("MEMWEIGHT_TEST_HOLD_SOCKET", &socket)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run the holder as nobody");
+    let stdout = holder.stdout.take().expect("stdout");
+    let refused = tokio::task::spawn_blocking(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                l.split_once("REFUSED ")
+                    .and_then(|(_, n)| n.trim().parse::<usize>().ok())
+            })
+    })
+    .await
+    .expect("join")
+    .expect("the holder reports");
+    assert_eq!(refused, 16 - server::Limits::default().per_user);
+    // While nobody holds its connections: root is served, and another user gets a slot (and
+    // is refused for not being in the group, not for a full socket).
+    assert!(status_or_not_ready(&socket).await, "root must be served");
+    let other = tokio::task::spawn_blocking({
+        let exe = std::env::current_exe().expect("test binary");
+        let socket = socket.clone();
+        move || {
+            Process::new("setpriv")
+                .args(["--reuid=65533", "--regid=65533", "--clear-groups", "--"])
+                .arg(exe)
+                .args([
+                    "--exact",
+                    "client_helper",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("MEMWEIGHT_TEST_CLIENT_SOCKET", &socket)
+                .output()
+                .expect("run the helper as uid 65533")
+        }
+    })
+    .await
+    .expect("join");
+    let out = String::from_utf8_lossy(&other.stdout);
+    assert!(
+        out.contains("permission denied: uid 65533") && !out.contains("busy"),
+        "{out}"
+    );
+    let _ = holder.kill();
+    let _ = holder.wait();
+    serving.abort();
+    looping.abort();
+}
