@@ -280,9 +280,11 @@ async fn run(
     let mut ready = false;
     info!(config = %config_path.display(), ?tick, enforce = ctl.config().enforce, "memweightd started");
     // Control calls the loop may take before the next tick: a flood of requests delays a tick
-    // (and the watchdog ping after it) by at most this many, and a run of long ticks still
-    // serves this many waiting calls between two of them.
+    // (and the watchdog ping after it) by at most this many, or by about half a tick of their
+    // work (a `set` saves the state file with fsync, slow on a busy disk), whichever comes
+    // first; and a run of long ticks still serves waiting calls between two of them.
     let mut calls_left = CALLS_PER_TICK;
+    let mut calls_time = Duration::ZERO;
     loop {
         tokio::select! {
             // In this order: a stop first, then control calls while this tick's budget lasts,
@@ -296,10 +298,12 @@ async fn run(
             // Not before the first tick: a request that socket activation started the daemon
             // for would otherwise find nothing managed yet (`set`: "no such cgroup"). It waits
             // in the channel, bounded by the socket's loop timeout.
-            Some(call) = calls.recv(), if ready && calls_left > 0 => {
+            Some(call) = calls.recv(), if ready && calls_left > 0 && calls_time < tick / 2 => {
                 calls_left -= 1;
+                let started = Instant::now();
                 // A call whose client stopped waiting is dropped, not carried out late.
                 commands::answer(&mut ctl, call, &config_path);
+                calls_time += started.elapsed();
                 retime(ctl.config().tick.0, &mut tick, &mut interval);
             }
             _ = hup.recv() => {
@@ -317,6 +321,7 @@ async fn run(
                 let outcome = ctl.tick().await;
                 notify(&["WATCHDOG=1"]);
                 calls_left = CALLS_PER_TICK;
+                calls_time = Duration::ZERO;
                 if !ready {
                     if let Ok(r) = &outcome {
                         // CPU beside wall time: on a busy host the wall time of a big first
