@@ -2,15 +2,18 @@
 //! out.
 //!
 //! The server never touches the [`Controller`](crate::controller::Controller). Each connection
-//! is checked with `SO_PEERCRED` ([`authorize`]: root, or a member of the configured group),
-//! its one request line is parsed into a [`Command`] by
-//! [`memweight_proto::ctl::parse_request`] and sent to the loop as a [`Call`] with a oneshot
-//! reply channel; the loop answers it with [`crate::commands::answer`] on its own state between
-//! ticks. This module is the socket, the peer check and the framing only; parsing,
+//! takes a slot at `accept` ([`Gate`]: a bounded number per user, and some only root takes),
+//! is checked with the credentials it connected with ([`crate::peer`]: `SO_PEERCRED`,
+//! `SO_PEERGROUPS`; [`authorize`]: root, or a member of the configured group, the group
+//! database asked on the [`crate::pools::credentials`] pool), its one request line is parsed
+//! into a [`Command`] by [`memweight_proto::ctl::parse_request`] and sent to the loop as a
+//! [`Call`] with a oneshot reply channel; the loop answers it with
+//! [`crate::commands::answer`] on its own state between ticks. This module is the socket, the peer check and the framing only; parsing,
 //! authorisation and the commands are plain functions, tested without a socket.
 //!
 //! Under systemd the socket may come from `memweightd.socket` (`LISTEN_FDS`); otherwise the
-//! daemon binds `[control] socket` itself, mode 0660, owned by `[control] group` when set.
+//! daemon binds `[control] socket` itself, mode 0660, owned by `[control] group` when set (and
+//! root's, serving root only, with a warning, when the daemon may not chown it).
 
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
