@@ -6,7 +6,8 @@
 #
 #   bash fuzz/run.sh            # 20 s per target
 #   bash fuzz/run.sh 600        # 10 min per target
-#   TARGETS="config state" bash fuzz/run.sh 60
+#   TARGETS="config state" bash fuzz/run.sh 60     # builds and runs only these
+#   FUZZ_JOBS=1 bash fuzz/run.sh                   # build with one job (default 2)
 #
 # The corpus grows in fuzz/corpus/<target> (not committed; seeded from fuzz/seeds/<target>).
 # A crash leaves its input in fuzz/artifacts/<target>/; replay it with
@@ -16,7 +17,7 @@ cd "$(dirname "$0")"
 
 seconds=${1:-20}
 triple=$(rustc -vV | sed -n 's/^host: //p')
-all_targets="config ctl_request labels memory_stat memory_events pressure single_values meminfo plan state zoneinfo"
+all_targets="config ctl_request engine_list labels memory_stat memory_events pressure single_values meminfo plan state zoneinfo"
 targets=${TARGETS:-$all_targets}
 target_dir=${CARGO_TARGET_DIR:-target}
 
@@ -34,7 +35,9 @@ export RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module \
 echo "==> building fuzz targets ($triple)"
 # No --locked: the workspace crates' dependencies move with the main Cargo.lock, and a stale
 # fuzz/Cargo.lock must not fail CI; cargo updates only what changed.
-cargo build --release --bins --target "$triple" -j"${FUZZ_JOBS:-2}"
+bins=()
+for t in $targets; do bins+=(--bin "$t"); done
+cargo build --release "${bins[@]}" --target "$triple" -j"${FUZZ_JOBS:-2}"
 
 failed=()
 for t in $targets; do

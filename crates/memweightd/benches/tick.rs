@@ -93,7 +93,7 @@ fn controller(t: &Tree) -> Controller {
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .max_blocking_threads(64)
+        .max_blocking_threads(memweightd::pools::BLOCKING_THREADS)
         .enable_all()
         .build()
         .expect("runtime")

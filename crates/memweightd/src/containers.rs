@@ -5,19 +5,30 @@
 //! publishes a [`Snapshot`] (container id → name and labels) on a `tokio::sync::watch`
 //! channel. The control loop never waits on it: each tick reads the latest snapshot. The task
 //! never fails: an absent socket, a refused connection, a slow answer (bounded by a timeout) or
-//! a body that is not the expected JSON is logged once as a warning that says what to do, then
-//! at debug level while it persists, and at info level when the engine answers again. After
-//! [`STALE_AFTER`] failed refreshes in a row of an engine that is *gone* (no socket, refused,
-//! an answer that is not the API's) the last good list is dropped, so label weights fall back
-//! to the configuration. An engine that is only *slow* keeps its last list: under memory
-//! pressure podman's API service is itself being reclaimed and answers late, and that is exactly
-//! when the weights matter (the lab's host guest lost them that way). A container the engine
-//! no longer lists drops out at the next answer, and one whose cgroup is gone is no longer
-//! managed whatever the list says.
+//! an answer that is not the API's (not HTTP, larger than [`MAX_BODY`], not the expected JSON)
+//! is logged once as a warning that says what to do, then at debug level while it persists,
+//! and at info level when the engine answers again.
+//!
+//! Every failure expires the last good list, so label weights fall back to the configuration:
+//! after [`STALE_AFTER`] failed refreshes in a row of an engine that is *gone* or garbled (no
+//! socket, refused, not the API's answer), and after [`STALE_AFTER_SLOW`] of an engine that is
+//! only *slow* (no answer within the timeout). The slow one is given longer because under
+//! memory pressure podman's API service is itself being reclaimed and answers late, and that
+//! is exactly when the weights matter (the lab's host guest lost them that way); but not
+//! forever, so that an engine that hangs cannot keep labels nobody can check any more. A
+//! container the engine no longer lists drops out at the next answer, and one whose cgroup is
+//! gone is no longer managed whatever the list says.
+//!
+//! The answer is read as it arrives with hard bounds: [`HEAD_LIMIT`] bytes of HTTP head,
+//! [`MAX_BODY`] of body (an answer announcing more is refused before it is read), all within
+//! the timeout; and parsed straight into containers without building a JSON tree, keeping only
+//! the labels with the configured prefix, so memory stays within a small multiple of
+//! [`MAX_BODY`] whatever the engine sends.
 //!
 //! The pure parts are here too, tested without a socket: [`container_id`] takes the id out of a
 //! cgroup path (`machine.slice/libpod-<id>.scope`, `system.slice/docker-<id>.scope`, optionally
-//! followed by podman's `/container` sub-cgroup) and [`parse_list`] reads the API's answer.
+//! followed by podman's `/container` sub-cgroup) and [`parse_list`] reads the API's answer
+//! (fuzzed: `fuzz/fuzz_targets/engine_list.rs`).
 //! What the labels ask for, and what a rule lets them have, is [`crate::labels`].
 
 use std::collections::BTreeMap;
@@ -26,9 +37,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::{BodyExt, Empty, LengthLimitError, Limited};
 use hyper_util::rt::TokioIo;
-use serde::Deserialize;
 use tokio::net::UnixStream;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -36,15 +46,23 @@ use tracing::{debug, info, warn};
 
 use crate::config::{ContainersConfig, DEFAULT_ENGINE_SOCKETS};
 
-/// Failed refreshes in a row after which the last good list is dropped.
+/// Failed refreshes in a row (the engine gone or its answer garbled) after which the last good
+/// list is dropped.
 pub const STALE_AFTER: u32 = 3;
+/// Refreshes in a row without an answer in time (a slow or hung engine) after which the last
+/// good list is dropped: 2 minutes at the default 2 s refresh (each waits 10 s).
+pub const STALE_AFTER_SLOW: u32 = 10;
 /// The longest an API request may take: five refresh intervals (10 s at the default 2 s),
 /// within these bounds. It runs beside the tick, so a long wait delays only the next refresh;
 /// it must be long enough for an engine under memory pressure.
 pub const REQUEST_TIMEOUT: (Duration, Duration) =
     (Duration::from_millis(500), Duration::from_secs(30));
-/// The largest answer read (a few thousand containers with labels).
+/// The largest answer body read (a few thousand containers with labels).
 pub const MAX_BODY: usize = 16 << 20;
+/// The largest HTTP head (status line and headers) read.
+pub const HEAD_LIMIT: usize = 64 << 10;
+// hyper refuses (panics on) a read buffer below 8 KiB.
+const _: () = assert!(HEAD_LIMIT >= 8192);
 
 /// One running container.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,54 +142,244 @@ pub fn container_id(cgroup: &str) -> Option<&str> {
     (id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
 }
 
-/// One element of the API's `GET /containers/json` answer; only what is needed.
-#[derive(Debug, Deserialize)]
-struct RawContainer {
-    #[serde(rename = "Id")]
-    id: String,
-    #[serde(rename = "Names", default)]
-    names: Option<Vec<String>>,
-    #[serde(rename = "Labels", default)]
-    labels: Option<BTreeMap<String, String>>,
-    #[serde(rename = "State", default)]
-    state: Option<serde_json::Value>,
+/// Reads the answer to `GET /containers/json`: an array of containers, parsed as it is read
+/// (no JSON tree is built, so memory stays within a small multiple of `body`'s size). Entries
+/// that are not containers (no string id) or not running are left out, as are labels whose
+/// name does not start with `label_prefix` (the daemon reads no others) or whose value is not
+/// a string; anything but one array is an error.
+pub fn parse_list(body: &[u8], label_prefix: &str) -> Result<Vec<Container>, String> {
+    use serde::de::DeserializeSeed as _;
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let list = wire::List { label_prefix }
+        .deserialize(&mut de)
+        .and_then(|l| de.end().map(|()| l))
+        .map_err(|e| format!("expected a JSON array of containers: {e}"))?;
+    Ok(list)
 }
 
-/// Reads the answer to `GET /containers/json`: an array of containers. Entries that are not
-/// containers (no id, wrong types) or not running are left out; anything but an array is an
-/// error.
-pub fn parse_list(body: &[u8]) -> Result<Vec<Container>, String> {
-    let items: Vec<serde_json::Value> = serde_json::from_slice(body)
-        .map_err(|e| format!("expected a JSON array of containers: {e}"))?;
-    let mut out = Vec::with_capacity(items.len());
-    for item in items {
-        let Ok(raw) = serde_json::from_value::<RawContainer>(item) else {
-            continue;
+/// The API's JSON, read with serde visitors that keep what the daemon needs and skip the rest
+/// (`IgnoredAny`) without building it.
+mod wire {
+    use std::collections::BTreeMap;
+    use std::fmt;
+
+    use serde::Deserializer;
+    use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+    use super::Container;
+
+    /// Any value but the one a visitor wants: skipped, and the visitor's default kept.
+    macro_rules! skip_other_values {
+        () => {
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(Self::Value::default())
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(Self::Value::default())
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(Self::Value::default())
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(Self::Value::default())
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Self::Value::default())
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Self::Value::default())
+            }
         };
-        let id = raw.id.trim().to_owned();
-        if id.is_empty() {
-            continue;
-        }
-        // Docker's list has `State: "running"`; older podman has an object or nothing.
-        if let Some(serde_json::Value::String(s)) = &raw.state
-            && !s.eq_ignore_ascii_case("running")
-        {
-            continue;
-        }
-        let name = raw
-            .names
-            .unwrap_or_default()
-            .iter()
-            .map(|n| n.trim().trim_start_matches('/'))
-            .find(|n| !n.is_empty())
-            .map_or_else(|| id.chars().take(12).collect(), str::to_owned);
-        out.push(Container {
-            id,
-            name,
-            labels: raw.labels.unwrap_or_default(),
-        });
     }
-    Ok(out)
+
+    /// A string; anything else is skipped (`None`).
+    struct Text;
+
+    impl<'de> Visitor<'de> for Text {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(v.to_owned()))
+        }
+        fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+            Ok(Some(v))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+            IgnoredAny.visit_seq(seq).map(|_| None)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            IgnoredAny.visit_map(map).map(|_| None)
+        }
+        skip_other_values!();
+    }
+
+    impl<'de> DeserializeSeed<'de> for Text {
+        type Value = Option<String>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    /// `Names`: the first that is not empty once its leading `/` is cut.
+    struct FirstName;
+
+    impl<'de> Visitor<'de> for FirstName {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list of names")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut first = None;
+            while let Some(name) = seq.next_element_seed(Text)? {
+                if first.is_none()
+                    && let Some(n) = name
+                {
+                    let n = n.trim().trim_start_matches('/');
+                    if !n.is_empty() {
+                        first = Some(n.to_owned());
+                    }
+                }
+            }
+            Ok(first)
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            IgnoredAny.visit_map(map).map(|_| None)
+        }
+        skip_other_values!();
+    }
+
+    impl<'de> DeserializeSeed<'de> for FirstName {
+        type Value = Option<String>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    /// `Labels`: those whose name starts with the prefix and whose value is a string.
+    struct Labels<'p> {
+        prefix: &'p str,
+    }
+
+    impl<'de> Visitor<'de> for Labels<'_> {
+        type Value = BTreeMap<String, String>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a map of labels")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if key.starts_with(self.prefix) {
+                    match map.next_value_seed(Text)? {
+                        Some(v) => out.insert(key, v),
+                        None => out.remove(&key),
+                    };
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(out)
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+            IgnoredAny.visit_seq(seq).map(|_| BTreeMap::new())
+        }
+        skip_other_values!();
+    }
+
+    impl<'de> DeserializeSeed<'de> for Labels<'_> {
+        type Value = BTreeMap<String, String>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    /// One element of the array: a running container, or `None`.
+    struct Item<'p> {
+        label_prefix: &'p str,
+    }
+
+    impl<'de> Visitor<'de> for Item<'_> {
+        type Value = Option<Container>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a container")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let (mut id, mut name, mut labels, mut state) = (None, None, BTreeMap::new(), None);
+            while let Some(key) = map.next_key::<String>()? {
+                match key.as_str() {
+                    "Id" => id = map.next_value_seed(Text)?,
+                    "Names" => name = map.next_value_seed(FirstName)?,
+                    "Labels" => {
+                        labels = map.next_value_seed(Labels {
+                            prefix: self.label_prefix,
+                        })?;
+                    }
+                    "State" => state = map.next_value_seed(Text)?,
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            let Some(id) = id.map(|i| i.trim().to_owned()).filter(|i| !i.is_empty()) else {
+                return Ok(None);
+            };
+            // Docker's list has `State: "running"`; older podman has an object or nothing.
+            if state.is_some_and(|s| !s.eq_ignore_ascii_case("running")) {
+                return Ok(None);
+            }
+            let name = name.unwrap_or_else(|| id.chars().take(12).collect());
+            Ok(Some(Container { id, name, labels }))
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+            IgnoredAny.visit_seq(seq).map(|_| None)
+        }
+        skip_other_values!();
+    }
+
+    impl<'de> DeserializeSeed<'de> for Item<'_> {
+        type Value = Option<Container>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    /// The answer: one array of containers.
+    pub(super) struct List<'p> {
+        pub(super) label_prefix: &'p str,
+    }
+
+    impl<'de> Visitor<'de> for List<'_> {
+        type Value = Vec<Container>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an array of containers")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(item) = seq.next_element_seed(Item {
+                label_prefix: self.label_prefix,
+            })? {
+                out.extend(item);
+            }
+            Ok(out)
+        }
+    }
+
+    impl<'de> DeserializeSeed<'de> for List<'_> {
+        type Value = Vec<Container>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
 }
 
 /// Why a refresh failed.
@@ -205,6 +413,14 @@ pub enum EngineError {
         /// The HTTP status.
         status: u16,
     },
+    /// The answer was larger than the daemon reads.
+    #[error("{path}: the answer is larger than {limit} bytes")]
+    TooLarge {
+        /// The socket.
+        path: PathBuf,
+        /// The limit ([`MAX_BODY`]).
+        limit: usize,
+    },
     /// The engine did not answer in time.
     #[error("{path}: no answer within {timeout:?}")]
     Timeout {
@@ -224,11 +440,15 @@ pub enum EngineError {
 }
 
 impl EngineError {
-    /// Whether the engine is gone (no socket, refused, not the API) rather than slow: only then
-    /// are the last known labels dropped.
+    /// Failed refreshes in a row after which the last good list is dropped: [`STALE_AFTER`] for
+    /// an engine that is gone or garbled, [`STALE_AFTER_SLOW`] for one that did not answer in
+    /// time.
     #[must_use]
-    pub fn engine_gone(&self) -> bool {
-        !matches!(self, EngineError::Timeout { .. } | EngineError::Http { .. })
+    pub fn stale_after(&self) -> u32 {
+        match self {
+            EngineError::Timeout { .. } => STALE_AFTER_SLOW,
+            _ => STALE_AFTER,
+        }
     }
 
     /// What the operator can do about it.
@@ -242,7 +462,13 @@ impl EngineError {
             }
             EngineError::Timeout { .. } => {
                 "the container engine is slow or stuck (under memory pressure its API service \
-                 is reclaimed too); label weights keep their last values until it answers"
+                 is reclaimed too); label weights keep their last values for 10 refreshes, then \
+                 fall back to the configuration until it answers; check `systemctl status \
+                 podman.socket` (or docker.service)"
+            }
+            EngineError::TooLarge { .. } => {
+                "does the engine list that many containers? label weights fall back to the \
+                 configuration; check `curl --unix-socket SOCKET http://d/containers/json | wc -c`"
             }
             EngineError::Http { .. } | EngineError::Status { .. } | EngineError::Body { .. } => {
                 "is [containers] socket a podman or docker API socket? check `curl --unix-socket \
@@ -288,9 +514,24 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Asks the engine at `socket` for its running containers, within `timeout`.
-pub async fn list(socket: &Path, timeout: Duration) -> Result<Vec<Container>, EngineError> {
-    match tokio::time::timeout(timeout, list_unbounded(socket)).await {
+/// Asks the engine at `socket` for its running containers, within `timeout`; keeps the labels
+/// whose name starts with `label_prefix`.
+pub async fn list(
+    socket: &Path,
+    timeout: Duration,
+    label_prefix: &str,
+) -> Result<Vec<Container>, EngineError> {
+    list_within(socket, timeout, label_prefix, MAX_BODY).await
+}
+
+/// [`list`] with another body limit (tests).
+pub async fn list_within(
+    socket: &Path,
+    timeout: Duration,
+    label_prefix: &str,
+    max_body: usize,
+) -> Result<Vec<Container>, EngineError> {
+    match tokio::time::timeout(timeout, list_unbounded(socket, label_prefix, max_body)).await {
         Ok(r) => r,
         Err(_) => Err(EngineError::Timeout {
             path: socket.to_owned(),
@@ -299,10 +540,18 @@ pub async fn list(socket: &Path, timeout: Duration) -> Result<Vec<Container>, En
     }
 }
 
-async fn list_unbounded(socket: &Path) -> Result<Vec<Container>, EngineError> {
+async fn list_unbounded(
+    socket: &Path,
+    label_prefix: &str,
+    max_body: usize,
+) -> Result<Vec<Container>, EngineError> {
     let http = |e: &dyn std::fmt::Display| EngineError::Http {
         path: socket.to_owned(),
         message: e.to_string(),
+    };
+    let too_large = || EngineError::TooLarge {
+        path: socket.to_owned(),
+        limit: max_body,
     };
     let stream = UnixStream::connect(socket)
         .await
@@ -310,7 +559,9 @@ async fn list_unbounded(socket: &Path) -> Result<Vec<Container>, EngineError> {
             path: socket.to_owned(),
             source,
         })?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+    let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+        .max_buf_size(HEAD_LIMIT)
+        .handshake(TokioIo::new(stream))
         .await
         .map_err(|e| http(&e))?;
     let _conn = AbortOnDrop(tokio::spawn(async move {
@@ -330,12 +581,25 @@ async fn list_unbounded(socket: &Path) -> Result<Vec<Container>, EngineError> {
             status: response.status().as_u16(),
         });
     }
-    let body = Limited::new(response.into_body(), MAX_BODY)
+    // An answer that says it is too large is not read at all.
+    if usize::try_from(hyper::body::Body::size_hint(response.body()).lower())
+        .map_or(true, |n| n > max_body)
+    {
+        return Err(too_large());
+    }
+    // Counted as it streams in: no more than `max_body` bytes are ever held.
+    let body = Limited::new(response.into_body(), max_body)
         .collect()
         .await
-        .map_err(|e| http(&*e))?
+        .map_err(|e| {
+            if e.is::<LengthLimitError>() {
+                too_large()
+            } else {
+                http(&*e)
+            }
+        })?
         .to_bytes();
-    parse_list(&body).map_err(|message| EngineError::Body {
+    parse_list(&body, label_prefix).map_err(|message| EngineError::Body {
         path: socket.to_owned(),
         message,
     })
@@ -452,7 +716,7 @@ async fn refresh_loop(
                 let mut containers = BTreeMap::new();
                 for socket in &sockets {
                     let engine = engines.entry(socket.clone()).or_default();
-                    match list(socket, timeout).await {
+                    match list(socket, timeout, &cfg.label_prefix).await {
                         Ok(l) => {
                             engine.failures = 0;
                             engine.last = Some(l);
@@ -460,8 +724,8 @@ async fn refresh_loop(
                         }
                         Err(e) => {
                             engine.failures = engine.failures.saturating_add(1);
-                            // A slow engine keeps its last list; a gone one loses it.
-                            if engine.failures >= STALE_AFTER && e.engine_gone() {
+                            // Every failure expires the last list; a slow engine's later.
+                            if engine.failures >= e.stale_after() {
                                 engine.last = None;
                             }
                             first_error.get_or_insert(e);
@@ -640,7 +904,7 @@ mod tests {
             r#"[{{"Id":"{ID}","Names":["web"]}},{{"Id":"{}","Names":["/db"]}}]"#,
             ID.replace('0', "9")
         );
-        let list = parse_list(body.as_bytes()).expect("an array");
+        let list = parse_list(body.as_bytes(), "memweight.").expect("an array");
         let names: Vec<&str> = list.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["web", "db"]);
     }
@@ -662,7 +926,7 @@ mod tests {
             ID.replace('0', "1"),
             ID.replace('0', "2"),
         );
-        let list = parse_list(body.as_bytes()).expect("an array");
+        let list = parse_list(body.as_bytes(), "memweight.").expect("an array");
         let names: Vec<&str> = list.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["web", "db", "2123456789ab", "p3"]);
         assert_eq!(
@@ -678,9 +942,9 @@ mod tests {
             "{\"message\":\"page not found\"}",
             "\u{0}",
         ] {
-            assert!(parse_list(bad.as_bytes()).is_err(), "{bad:?}");
+            assert!(parse_list(bad.as_bytes(), "memweight.").is_err(), "{bad:?}");
         }
-        assert_eq!(parse_list(b"[]"), Ok(Vec::new()));
+        assert_eq!(parse_list(b"[]", "memweight."), Ok(Vec::new()));
     }
 
     #[test]
@@ -722,5 +986,258 @@ mod tests {
                 .map(|c| c.name.as_str()),
             Some("web")
         );
+    }
+
+    /// A Docker-compatible engine on a real Unix socket that answers every connection the same
+    /// way, for the failure modes of issue 23. Before it, an answer that was not HTTP, or
+    /// larger than `MAX_BODY`, counted as a *slow* engine, whose last label list was kept for
+    /// ever; and so did an engine that hung.
+    mod failing_engine {
+        use std::sync::Mutex;
+        use std::time::Instant;
+
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::net::UnixListener;
+
+        use super::*;
+        use crate::config::Interval;
+
+        /// How the fake engine answers.
+        #[derive(Debug, Clone)]
+        enum Answer {
+            /// These bytes, then the connection is closed.
+            Bytes(Vec<u8>),
+            /// 200, chunked, and chunks for ever.
+            Endless,
+            /// 200 with a length, then one byte every 100 ms.
+            Trickle,
+            /// Nothing, for an hour.
+            Hang,
+        }
+
+        fn ok(body: &str) -> Answer {
+            Answer::Bytes(
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                     Connection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .into_bytes(),
+            )
+        }
+
+        fn good() -> Answer {
+            ok(&format!(
+                r#"[{{"Id":"{ID}","Names":["/web"],"State":"running","Labels":{{"memweight.weight":"7","other":"x"}}}}]"#
+            ))
+        }
+
+        struct Engine {
+            dir: tempfile::TempDir,
+            answer: Arc<Mutex<Answer>>,
+            task: JoinHandle<()>,
+        }
+
+        impl Drop for Engine {
+            fn drop(&mut self) {
+                self.task.abort();
+            }
+        }
+
+        impl Engine {
+            fn start() -> Self {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let listener = UnixListener::bind(dir.path().join("engine.sock")).expect("bind");
+                let answer = Arc::new(Mutex::new(good()));
+                let shared = Arc::clone(&answer);
+                let task = tokio::spawn(async move {
+                    while let Ok((mut stream, _)) = listener.accept().await {
+                        let answer = shared.lock().expect("answer").clone();
+                        tokio::spawn(async move {
+                            let mut request = Vec::new();
+                            let mut buf = [0_u8; 1024];
+                            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                                match stream.read(&mut buf).await {
+                                    Ok(0) | Err(_) => return,
+                                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                                }
+                            }
+                            serve(&mut stream, answer).await;
+                        });
+                    }
+                });
+                Engine { dir, answer, task }
+            }
+
+            fn socket(&self) -> PathBuf {
+                self.dir.path().join("engine.sock")
+            }
+
+            fn answer(&self, a: Answer) {
+                *self.answer.lock().expect("answer") = a;
+            }
+        }
+
+        async fn serve(stream: &mut UnixStream, answer: Answer) {
+            match answer {
+                Answer::Bytes(b) => {
+                    let _ = stream.write_all(&b).await;
+                    let _ = stream.shutdown().await;
+                }
+                Answer::Endless => {
+                    let head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+                    if stream.write_all(head.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    let chunk = format!("4000\r\n[{}\r\n", " ".repeat(0x4000 - 1));
+                    while stream.write_all(chunk.as_bytes()).await.is_ok() {}
+                }
+                Answer::Trickle => {
+                    let head = "HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n[";
+                    let _ = stream.write_all(head.as_bytes()).await;
+                    loop {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        if stream.write_all(b" ").await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Answer::Hang => tokio::time::sleep(Duration::from_secs(3600)).await,
+            }
+        }
+
+        /// The refresh task against `engine`, every 100 ms (timeouts of 500 ms).
+        async fn labelled(engine: &Engine) -> Containers {
+            let task = spawn(ContainersConfig {
+                enabled: true,
+                socket: Some(engine.socket()),
+                refresh: Interval(Duration::from_millis(100)),
+                label_prefix: "memweight.".into(),
+            });
+            let mut snaps = task.subscribe();
+            tokio::time::timeout(Duration::from_secs(10), async {
+                while snaps.borrow_and_update().containers.is_empty() {
+                    snaps.changed().await.expect("refresh task runs");
+                }
+            })
+            .await
+            .expect("the good answer is read");
+            let snap = task.snapshot();
+            let web = snap.containers.get(ID).expect("web listed");
+            assert_eq!(web.name, "web");
+            // Only the labels the daemon reads are kept.
+            assert_eq!(
+                web.labels.iter().collect::<Vec<_>>(),
+                [(&"memweight.weight".to_owned(), &"7".to_owned())]
+            );
+            task
+        }
+
+        /// How long until the labels are gone, at most `within`.
+        async fn expired(task: &Containers, within: Duration) -> Duration {
+            let started = Instant::now();
+            let mut snaps = task.subscribe();
+            tokio::time::timeout(within, async {
+                while !snaps.borrow_and_update().containers.is_empty() {
+                    snaps.changed().await.expect("refresh task runs");
+                }
+            })
+            .await
+            .unwrap_or_else(|_| panic!("labels still kept after {within:?}"));
+            started.elapsed()
+        }
+
+        async fn gone_expires(answer: Answer) {
+            let engine = Engine::start();
+            let task = labelled(&engine).await;
+            engine.answer(answer);
+            // STALE_AFTER refreshes of 100 ms, and some slack for a busy machine.
+            expired(&task, Duration::from_secs(10)).await;
+            // An answer that is the API's brings them back.
+            engine.answer(good());
+            drop(labelled(&engine).await);
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn oversize_engine_answer_expires_labels() {
+            let body = format!("[{}]", " ".repeat(MAX_BODY));
+            gone_expires(ok(&body)).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn endless_engine_answer_expires_labels() {
+            gone_expires(Answer::Endless).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn non_http_engine_answer_expires_labels() {
+            gone_expires(Answer::Bytes(b"SSH-2.0-OpenSSH_9.2p1\r\n".to_vec())).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn oversize_http_head_expires_labels() {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nX-Junk: {}\r\nContent-Length: 2\r\n\r\n[]",
+                "a".repeat(HEAD_LIMIT * 2)
+            );
+            gone_expires(Answer::Bytes(head.into_bytes())).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn garbage_json_engine_answer_expires_labels() {
+            gone_expires(ok("<html>podman is not here</html>")).await;
+            gone_expires(ok(&"[".repeat(10_000))).await;
+            gone_expires(ok("[] trailing")).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn hung_engine_expires_labels_after_the_slow_grace() {
+            let engine = Engine::start();
+            let task = labelled(&engine).await;
+            engine.answer(Answer::Hang);
+            // STALE_AFTER_SLOW refreshes of 100 ms, each waiting 500 ms for the answer.
+            let took = expired(&task, Duration::from_secs(30)).await;
+            assert!(
+                took >= Duration::from_millis(500 * u64::from(STALE_AFTER_SLOW - 1)),
+                "{took:?}"
+            );
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn trickling_engine_answer_expires_labels() {
+            let engine = Engine::start();
+            let task = labelled(&engine).await;
+            engine.answer(Answer::Trickle);
+            expired(&task, Duration::from_secs(30)).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn each_failure_says_what_it_was() {
+            let engine = Engine::start();
+            let socket = engine.socket();
+            let list =
+                |max_body| list_within(&socket, Duration::from_millis(500), "memweight.", max_body);
+            engine.answer(ok("[]"));
+            assert_eq!(list(MAX_BODY).await.expect("an empty list"), Vec::new());
+            engine.answer(ok(&format!("[{}]", " ".repeat(100))));
+            let e = list(64).await.expect_err("larger than the limit");
+            assert!(matches!(e, EngineError::TooLarge { limit: 64, .. }), "{e}");
+            assert_eq!(e.stale_after(), STALE_AFTER);
+            engine.answer(Answer::Endless);
+            let e = list(1 << 20).await.expect_err("endless");
+            assert!(matches!(e, EngineError::TooLarge { .. }), "{e}");
+            engine.answer(Answer::Bytes(b"garbage\r\n\r\n".to_vec()));
+            let e = list(MAX_BODY).await.expect_err("not HTTP");
+            assert!(matches!(e, EngineError::Http { .. }), "{e}");
+            assert_eq!(e.stale_after(), STALE_AFTER);
+            engine.answer(ok("{}"));
+            let e = list(MAX_BODY).await.expect_err("not a list");
+            assert!(matches!(e, EngineError::Body { .. }), "{e}");
+            engine.answer(Answer::Hang);
+            let e = list(MAX_BODY).await.expect_err("no answer");
+            assert!(matches!(e, EngineError::Timeout { .. }), "{e}");
+            assert_eq!(e.stale_after(), STALE_AFTER_SLOW);
+            assert!(e.hint().contains("10 refreshes"), "{}", e.hint());
+        }
     }
 }

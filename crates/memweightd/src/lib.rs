@@ -24,6 +24,8 @@
 //!   adopt, reconcile, record, restore and release return what happened. No cgroup I/O.
 //! * [`state`]: originals and overrides that survive restarts (atomic JSON).
 //! * [`server`]: the control socket: requests in, typed commands to the loop, replies out.
+//! * [`peer`]: who a control client is, from the socket (`SO_PEERCRED`, `SO_PEERGROUPS`).
+//! * [`pools`]: bounded shares of the blocking pool, for kernel writes and credential checks.
 //! * [`commands`]: what the loop does with those commands (`set`, `get`, `explain`,
 //!   `reload`, ...) on the controller's state.
 //! * [`desk`]: between the two: answers `status` from the last published report, so it
@@ -43,6 +45,8 @@ pub mod ledger;
 pub mod logging;
 pub mod metrics;
 pub mod outside;
+pub mod peer;
+pub mod pools;
 pub mod resident;
 pub mod server;
 pub mod state;

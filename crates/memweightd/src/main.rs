@@ -93,7 +93,7 @@ fn main() -> ExitCode {
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .max_blocking_threads(64)
+        .max_blocking_threads(memweightd::pools::BLOCKING_THREADS)
         .enable_all()
         .build()
     {
@@ -279,10 +279,17 @@ async fn run(
     let mut interval = new_interval(tick);
     let mut ready = false;
     info!(config = %config_path.display(), ?tick, enforce = ctl.config().enforce, "memweightd started");
+    // Control calls the loop may take before the next tick: a flood of requests delays a tick
+    // (and the watchdog ping after it) by at most this many, or by about half a tick of their
+    // work (a `set` saves the state file with fsync, slow on a busy disk), whichever comes
+    // first; and a run of long ticks still serves waiting calls between two of them.
+    let mut calls_left = CALLS_PER_TICK;
+    let mut calls_time = Duration::ZERO;
     loop {
         tokio::select! {
-            // In this order: a stop first, then control calls and reloads, then the tick (after a
-            // long tick the interval is ready at once and would otherwise be picked again).
+            // In this order: a stop first, then control calls while this tick's budget lasts,
+            // then reloads, then the tick (after a long tick the interval is ready at once and
+            // would otherwise be picked again before any waiting call).
             biased;
             Some(which) = stop_rx.recv() => {
                 info!("{which}: restoring original limits");
@@ -291,13 +298,16 @@ async fn run(
             // Not before the first tick: a request that socket activation started the daemon
             // for would otherwise find nothing managed yet (`set`: "no such cgroup"). It waits
             // in the channel, bounded by the socket's loop timeout.
-            Some(call) = calls.recv(), if ready => {
+            Some(call) = calls.recv(), if ready && calls_left > 0 && calls_time < tick / 2 => {
+                calls_left -= 1;
+                let started = Instant::now();
                 // A call whose client stopped waiting is dropped, not carried out late.
                 commands::answer(&mut ctl, call, &config_path);
+                calls_time += started.elapsed();
                 retime(ctl.config().tick.0, &mut tick, &mut interval);
             }
             _ = hup.recv() => {
-                // A refused reload keeps the running configuration and logs why (WARN).
+                // Only root signals, and signals coalesce. A refused reload keeps the running configuration and logs why (WARN).
                 let _ = commands::reload(&mut ctl, &config_path);
                 retime(ctl.config().tick.0, &mut tick, &mut interval);
                 notify(&["READY=1"]);
@@ -310,6 +320,8 @@ async fn run(
                 let cpu_before = if ready { None } else { cpu_time() };
                 let outcome = ctl.tick().await;
                 notify(&["WATCHDOG=1"]);
+                calls_left = CALLS_PER_TICK;
+                calls_time = Duration::ZERO;
                 if !ready {
                     if let Ok(r) = &outcome {
                         // CPU beside wall time: on a busy host the wall time of a big first
@@ -350,6 +362,9 @@ async fn run(
     info!("memweightd stopped; original limits restored");
     Ok(())
 }
+
+/// Control calls carried out between two ticks at most (see the loop in [`run`]).
+const CALLS_PER_TICK: usize = 16;
 
 /// Starts a new tick interval when a reload changed the tick.
 fn retime(period: Duration, tick: &mut Duration, interval: &mut tokio::time::Interval) {

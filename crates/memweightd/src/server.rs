@@ -2,15 +2,18 @@
 //! out.
 //!
 //! The server never touches the [`Controller`](crate::controller::Controller). Each connection
-//! is checked with `SO_PEERCRED` ([`authorize`]: root, or a member of the configured group),
-//! its one request line is parsed into a [`Command`] by
-//! [`memweight_proto::ctl::parse_request`] and sent to the loop as a [`Call`] with a oneshot
-//! reply channel; the loop answers it with [`crate::commands::answer`] on its own state between
-//! ticks. This module is the socket, the peer check and the framing only; parsing,
+//! takes a slot at `accept` ([`Gate`]: a bounded number per user, and some only root takes),
+//! is checked with the credentials it connected with ([`crate::peer`]: `SO_PEERCRED`,
+//! `SO_PEERGROUPS`; [`authorize`]: root, or a member of the configured group, the group
+//! database asked on the [`crate::pools::credentials`] pool), its one request line is parsed
+//! into a [`Command`] by [`memweight_proto::ctl::parse_request`] and sent to the loop as a
+//! [`Call`] with a oneshot reply channel; the loop answers it with
+//! [`crate::commands::answer`] on its own state between ticks. This module is the socket, the peer check and the framing only; parsing,
 //! authorisation and the commands are plain functions, tested without a socket.
 //!
 //! Under systemd the socket may come from `memweightd.socket` (`LISTEN_FDS`); otherwise the
-//! daemon binds `[control] socket` itself, mode 0660, owned by `[control] group` when set.
+//! daemon binds `[control] socket` itself, mode 0660, owned by `[control] group` when set (and
+//! root's, serving root only, with a warning, when the daemon may not chown it).
 
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -29,8 +32,15 @@ use crate::config::ControlConfig;
 /// when the socket mode is loosened) can hold the daemon's fds, tasks or loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Connections served at once; further ones get a one-line "busy" error and are closed.
+    /// Connections served at once, for everyone; further ones get a one-line "busy" error
+    /// and are closed.
     pub max_connections: usize,
+    /// Connections only root may take, once the shared ones are all held: no number of
+    /// connections from others keeps root out.
+    pub root_reserved: usize,
+    /// Connections one user other than root may hold at once (of the shared ones), so that
+    /// one group member cannot take every slot from the others.
+    pub per_user: usize,
     /// Time a client has to send its request line (and the credential check has to finish).
     pub read_timeout: Duration,
     /// Time a client has to take its reply; one that does not read is dropped.
@@ -44,6 +54,8 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_connections: 16,
+            root_reserved: 4,
+            per_user: 4,
             read_timeout: Duration::from_secs(5),
             write_timeout: Duration::from_secs(5),
             // Below memweightctl's own 40 s, so the daemon gives up first and says why.
@@ -175,7 +187,7 @@ pub struct Peer {
     pub uid: u32,
     /// Primary group id.
     pub gid: u32,
-    /// Supplementary groups (from `/proc/<pid>/status`), if they could be read.
+    /// Supplementary groups when it connected (`SO_PEERGROUPS`), if they could be read.
     pub groups: Vec<u32>,
     /// User name, if the user database knows the uid.
     pub user: Option<String>,
@@ -209,37 +221,11 @@ pub fn authorize(access: &Access, peer: &Peer) -> Result<(), ErrorReply> {
     ))
 }
 
-/// The `Groups:` line of `/proc/<pid>/status`; anything unreadable is left out.
-#[must_use]
-pub fn parse_status_groups(status: &str) -> Vec<u32> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Groups:"))
-        .map(|rest| {
-            rest.split_whitespace()
-                .filter_map(|g| g.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The peer's credentials; the user and group databases are only consulted when `access`
-/// can need them (a non-root peer and a configured group), so root and statically linked
-/// builds without NSS never touch them.
-fn peer_of(cred: tokio::net::unix::UCred, access: &Access) -> Peer {
-    if cred.uid() == 0 || access.group.is_none() {
-        return Peer {
-            uid: cred.uid(),
-            gid: cred.gid(),
-            groups: Vec::new(),
-            user: None,
-        };
-    }
-    let groups = cred
-        .pid()
-        .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
-        .map(|s| parse_status_groups(&s))
-        .unwrap_or_default();
+/// The peer's credentials: user, primary and supplementary groups from the socket
+/// ([`crate::peer`]); the user database is only asked for the name when `access` lists
+/// members by name. Runs on the [`crate::pools::credentials`] pool (NSS may block); root never
+/// comes here.
+fn peer_of(cred: tokio::net::unix::UCred, groups: Vec<u32>, access: &Access) -> Peer {
     let user = if access.members.is_empty() {
         None
     } else {
@@ -253,6 +239,113 @@ fn peer_of(cred: tokio::net::unix::UCred, access: &Access) -> Peer {
         gid: cred.gid(),
         groups,
         user,
+    }
+}
+
+/// Who gets one of the control socket's connection slots.
+///
+/// A connection is counted from `accept` (its credentials come with it, `SO_PEERCRED`), before
+/// it has sent anything: `max_connections` shared slots, of which one user other than root holds
+/// at most `per_user`, then `root_reserved` slots that only root takes. So a group member
+/// holding idle connections (each until the read timeout) can neither lock root out nor take
+/// every slot from the other members.
+#[derive(Debug)]
+pub struct Gate {
+    max: usize,
+    shared: std::sync::Arc<tokio::sync::Semaphore>,
+    root: std::sync::Arc<tokio::sync::Semaphore>,
+    per_user: usize,
+    users: Held,
+}
+
+/// Connections held per user other than root.
+type Held = std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u32, usize>>>;
+
+/// Why the [`Gate`] turned a connection away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// Every slot this client may take is held.
+    All {
+        /// The shared slots.
+        max: usize,
+    },
+    /// This user holds as many connections as one user may.
+    User {
+        /// The user.
+        uid: u32,
+        /// How many one user may hold.
+        per_user: usize,
+    },
+}
+
+/// A connection's slot; given back when dropped.
+#[derive(Debug)]
+pub struct Pass {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    user: Option<(u32, Held)>,
+}
+
+impl Drop for Pass {
+    fn drop(&mut self) {
+        if let Some((uid, users)) = &self.user {
+            let mut users = users
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(n) = users.get_mut(uid) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    users.remove(uid);
+                }
+            }
+        }
+    }
+}
+
+impl Gate {
+    /// A gate with `limits`' slots.
+    #[must_use]
+    pub fn new(limits: &Limits) -> Self {
+        Gate {
+            max: limits.max_connections,
+            shared: std::sync::Arc::new(tokio::sync::Semaphore::new(limits.max_connections)),
+            root: std::sync::Arc::new(tokio::sync::Semaphore::new(limits.root_reserved)),
+            per_user: limits.per_user,
+            users: std::sync::Arc::default(),
+        }
+    }
+
+    /// A slot for a connection from `uid`, or why there is none.
+    pub fn admit(&self, uid: u32) -> Result<Pass, Full> {
+        let full = Full::All { max: self.max };
+        if uid == 0 {
+            let permit = std::sync::Arc::clone(&self.shared)
+                .try_acquire_owned()
+                .or_else(|_| std::sync::Arc::clone(&self.root).try_acquire_owned())
+                .map_err(|_| full)?;
+            return Ok(Pass {
+                _permit: permit,
+                user: None,
+            });
+        }
+        let mut users = self
+            .users
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let held = users.get(&uid).copied().unwrap_or(0);
+        if held >= self.per_user {
+            return Err(Full::User {
+                uid,
+                per_user: self.per_user,
+            });
+        }
+        let permit = std::sync::Arc::clone(&self.shared)
+            .try_acquire_owned()
+            .map_err(|_| full)?;
+        users.insert(uid, held + 1);
+        Ok(Pass {
+            _permit: permit,
+            user: Some((uid, std::sync::Arc::clone(&self.users))),
+        })
     }
 }
 
@@ -322,21 +415,29 @@ impl Server {
         let listener = UnixListener::bind(path).map_err(io_err("binding"))?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
             .map_err(io_err("setting mode 0660"))?;
-        if let Some((_, gid)) = &access.group {
+        let mut group = cfg.group.clone();
+        if let Some((name, gid)) = &access.group {
             use std::os::unix::fs::MetadataExt;
             // Already right when the daemon runs with that group (systemd `Group=`).
             let current = std::fs::metadata(path).map(|m| m.gid()).ok();
-            if current != Some(*gid) {
-                std::os::unix::fs::chown(path, None, Some(*gid)).map_err(io_err(
-                    "giving it to the configured group (needs CAP_CHOWN; under systemd use \
-                     memweightd.socket with SocketGroup= instead)",
-                ))?;
+            if current != Some(*gid)
+                && let Err(e) = std::os::unix::fs::chown(path, None, Some(*gid))
+            {
+                // Not a reason to stop managing memory (under the shipped unit, which gives the
+                // daemon no CAP_CHOWN, exiting here made the unit crash-loop): the socket
+                // stays root's, and only root is served.
+                warn!(socket = %path.display(), group = %name, error = %e,
+                    "cannot give the control socket to [control] group (the daemon has no \
+                     CAP_CHOWN, as under the shipped unit); only root is served. Let systemd \
+                     create the socket with the group: systemctl enable --now memweightd.socket, \
+                     then systemctl restart memweightd");
+                group = None;
             }
         }
-        info!(socket = %path.display(), group = ?cfg.group, "control socket listening");
+        info!(socket = %path.display(), group = ?group, "control socket listening");
         Ok(Server {
             listener,
-            group: cfg.group.clone(),
+            group,
             lookup,
             limits: Limits::default(),
             cleanup: Cleanup(Some(path.clone())),
@@ -350,8 +451,9 @@ impl Server {
         self
     }
 
-    /// Accepts connections until the process ends; each is served on its own task, at most
-    /// `limits.max_connections` at once.
+    /// Accepts connections until the process ends; each is served on its own task. Who gets a
+    /// slot is the [`Gate`]'s: `limits.max_connections` shared ones (at most
+    /// `limits.per_user` for one user other than root), then `limits.root_reserved` for root.
     pub async fn serve(self, calls: mpsc::Sender<Call>) {
         let _cleanup = self.cleanup;
         let shared = std::sync::Arc::new(Shared {
@@ -359,21 +461,32 @@ impl Server {
             lookup: self.lookup,
             limits: self.limits,
         });
-        let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(self.limits.max_connections));
+        let gate = Gate::new(&self.limits);
         let mut refused: u64 = 0;
         loop {
             match self.listener.accept().await {
                 Ok((stream, _)) => {
-                    let Ok(slot) = std::sync::Arc::clone(&slots).try_acquire_owned() else {
-                        refused += 1;
-                        busy(&stream, self.limits.max_connections, refused);
-                        continue;
+                    // SO_PEERCRED: one getsockopt, the credentials the client connected with.
+                    let cred = match stream.peer_cred() {
+                        Ok(c) => c,
+                        Err(e) => {
+                            debug!(error = %e, "control connection without credentials: closed");
+                            continue;
+                        }
+                    };
+                    let pass = match gate.admit(cred.uid()) {
+                        Ok(pass) => pass,
+                        Err(full) => {
+                            refused += 1;
+                            busy(&stream, &full, refused);
+                            continue;
+                        }
                     };
                     let calls = calls.clone();
                     let shared = std::sync::Arc::clone(&shared);
                     tokio::spawn(async move {
-                        let _slot = slot;
-                        if let Err(e) = connection(stream, &shared, &calls).await {
+                        let _pass = pass;
+                        if let Err(e) = connection(stream, cred, &shared, &calls).await {
                             debug!(error = %e, "control connection ended early");
                         }
                     });
@@ -419,22 +532,33 @@ struct Shared {
 
 /// Tells a client past the connection limit why it is turned away, without waiting for it.
 /// Logged at the 1st, 2nd, 4th, 8th, … refusal, so a flood cannot flood the journal.
-fn busy(stream: &UnixStream, max: usize, refused: u64) {
+fn busy(stream: &UnixStream, full: &Full, refused: u64) {
+    let why = match full {
+        Full::All { max } => format!("{max} control connections are open already"),
+        Full::User { uid, per_user } => format!(
+            "uid {uid} has {per_user} control connections open already (the most one user may)"
+        ),
+    };
     let line = Response::new(Outcome::Error(ErrorReply::new(
         ErrorKind::Internal,
-        format!(
-            "memweightd is busy: {max} control connections are open already; try again in a \
-             few seconds"
-        ),
+        format!("memweightd is busy: {why}; try again in a few seconds"),
     )))
     .to_line();
     // Best effort: a fresh socket's buffer takes one line; the stream is closed on return.
     let _ = stream.try_write(line.as_bytes());
     if refused.is_power_of_two() {
-        warn!(
-            max,
-            refused, "control connection refused: too many open connections"
-        );
+        match full {
+            Full::All { max } => warn!(
+                max,
+                refused, "control connection refused: too many open connections"
+            ),
+            Full::User { uid, per_user } => warn!(
+                uid,
+                per_user,
+                refused,
+                "control connection refused: too many open connections from one user"
+            ),
+        }
     }
 }
 
@@ -461,31 +585,46 @@ pub async fn reply<W: tokio::io::AsyncWrite + Unpin>(
 /// Serves one connection: one request line, one response line.
 async fn connection(
     stream: UnixStream,
+    cred: tokio::net::unix::UCred,
     shared: &std::sync::Arc<Shared>,
     calls: &mpsc::Sender<Call>,
 ) -> io::Result<()> {
     let limits = shared.limits;
-    let cred = stream.peer_cred()?;
-    // The group database (NSS: files, LDAP, …) and /proc are blocking reads.
-    let check = {
+    let (access, peer) = if cred.uid() == 0 {
+        // Root is always served: no group database, no queue.
+        let root = Peer {
+            uid: 0,
+            gid: cred.gid(),
+            groups: Vec::new(),
+            user: None,
+        };
+        (Access::default(), root)
+    } else {
+        // From the socket: the groups the client connected with, not /proc/<pid>/status (its
+        // PID may be another process's by now).
+        let groups = crate::peer::supplementary_groups(&stream).unwrap_or_else(|e| {
+            debug!(error = %e, uid = cred.uid(), "cannot read the peer's groups (SO_PEERGROUPS)");
+            Vec::new()
+        });
+        // The group database (NSS: files, LDAP, …) may block: on its own bounded pool.
         let shared = std::sync::Arc::clone(shared);
-        tokio::task::spawn_blocking(move || {
+        let check = crate::pools::credentials().spawn(move || {
             let access = Access::resolve(shared.group.as_deref(), &shared.lookup);
-            let peer = peer_of(cred, &access);
+            let peer = peer_of(cred, groups, &access);
             (access, peer)
-        })
-    };
-    let (access, peer) = match tokio::time::timeout(limits.read_timeout, check).await {
-        Ok(Ok(checked)) => checked,
-        Ok(Err(e)) => return Err(io::Error::other(e)),
-        Err(_) => {
-            let (_, write) = stream.into_split();
-            let e = ErrorReply::new(
-                ErrorKind::Internal,
-                "checking your credentials took too long (is the group database slow?); try \
-                 again",
-            );
-            return reply(write, Outcome::Error(e), limits.write_timeout).await;
+        });
+        match tokio::time::timeout(limits.read_timeout, check).await {
+            Ok(Ok(checked)) => checked,
+            Ok(Err(e)) => return Err(io::Error::other(e)),
+            Err(_) => {
+                let (_, write) = stream.into_split();
+                let e = ErrorReply::new(
+                    ErrorKind::Internal,
+                    "checking your credentials took too long (is the group database slow?); \
+                     try again, or as root",
+                );
+                return reply(write, Outcome::Error(e), limits.write_timeout).await;
+            }
         }
     };
     let (read, write) = stream.into_split();
@@ -601,12 +740,37 @@ mod tests {
         assert!(e.message.contains("[control] group"), "{}", e.message);
     }
 
+    /// Issue 23: 16 idle connections from one member of the `[control] group` held every slot
+    /// (until their read timeout), root's included.
     #[test]
-    fn status_groups_line() {
-        let text = "Name:\tsh\nUid:\t1000\t1000\t1000\t1000\nGroups:\t4 24 990 \nVmRSS:\t1 kB\n";
-        assert_eq!(parse_status_groups(text), vec![4, 24, 990]);
-        assert_eq!(parse_status_groups("Groups:\t\n"), Vec::<u32>::new());
-        assert_eq!(parse_status_groups("garbage"), Vec::<u32>::new());
-        assert_eq!(parse_status_groups("Groups: 1 x 2"), vec![1, 2]);
+    fn regression_sixteen_connections_from_a_member_do_not_lock_root_out() {
+        let limits = Limits::default();
+        let gate = Gate::new(&limits);
+        let tries: Vec<Result<Pass, Full>> = (0..16).map(|_| gate.admit(1000)).collect();
+        let (member, refused): (Vec<_>, Vec<_>) = tries.into_iter().partition(Result::is_ok);
+        assert_eq!(member.len(), limits.per_user);
+        assert!(refused.iter().all(|r| matches!(
+            r,
+            Err(Full::User {
+                uid: 1000,
+                per_user: 4
+            })
+        )));
+        // Other members share the rest.
+        let others: Vec<Pass> = (1001..1004)
+            .flat_map(|uid| std::iter::repeat_n(uid, 4))
+            .map(|uid| gate.admit(uid).expect("a shared slot"))
+            .collect();
+        assert_eq!(gate.admit(1004).err(), Some(Full::All { max: 16 }));
+        // Root always gets through, on its reserved slots.
+        let root: Vec<Pass> = (0..limits.root_reserved)
+            .map(|_| gate.admit(0).expect("root's reserved slot"))
+            .collect();
+        assert!(gate.admit(0).is_err(), "the reserve is bounded too");
+        // Slots come back when connections end.
+        drop(member);
+        assert!(gate.admit(1000).is_ok());
+        drop((others, root));
+        assert!(gate.admit(0).is_ok());
     }
 }

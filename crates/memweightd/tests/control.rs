@@ -822,11 +822,17 @@ async fn regression_a_request_that_timed_out_is_not_carried_out_later() {
 
 /// Runs `client_helper` (a `status` request) as nobody (uid/gid 65534); its answer.
 async fn status_as_nobody(socket: &Path) -> Result<Reply, ErrorReply> {
+    status_as(socket, "--clear-groups").await
+}
+
+/// Runs `client_helper` as nobody with `groups` (a `setpriv` option: `--clear-groups`,
+/// `--groups=4242`); its answer.
+async fn status_as(socket: &Path, groups: &'static str) -> Result<Reply, ErrorReply> {
     let exe = std::env::current_exe().expect("test binary");
     let sock = socket.to_owned();
     let out = tokio::task::spawn_blocking(move || {
         Process::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .args(["--reuid=65534", "--regid=65534", groups, "--"])
             .arg(exe)
             .args([
                 "--exact",
@@ -904,6 +910,12 @@ async fn regression_group_membership_is_read_per_request() {
     gid.store(4242, Ordering::SeqCst);
     let e = status_as_nobody(&socket).await.expect_err("removed");
     assert_eq!(e.kind, ErrorKind::PermissionDenied);
+    // Issue 23: a supplementary group counts, read from the socket (SO_PEERGROUPS) and not
+    // from /proc/<pid>/status, which may be another process's once the client's PID is reused.
+    match status_as(&socket, "--groups=4242").await {
+        Ok(_) => {}
+        Err(e) => assert_eq!(e.kind, ErrorKind::NotReady, "{}", e.message),
+    }
     serving.abort();
     looping.abort();
 }
@@ -993,4 +1005,246 @@ fn regression_1100_idle_metrics_connections_do_not_stop_the_daemon() {
     drop(idle);
     let log = stop(child);
     assert!(log.contains("original limits restored"), "{log}");
+}
+
+/// Issue 23: the loop took control calls before the tick (`biased`), each `set` saving the state
+/// file with fsync, so a steady stream of requests from the group could hold the tick, and the
+/// watchdog ping after it, back for as long as it lasted. Now at most a bounded number of calls
+/// come between two ticks.
+#[test]
+fn regression_a_flood_of_set_requests_does_not_starve_the_tick() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let tree = Tree::new();
+    let config = tree.write_config(RULES);
+    let child = Process::new(env!("CARGO_BIN_EXE_memweightd"))
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn memweightd");
+    let socket = tree.socket();
+    let tick_of = |s: &Path| match ctl_line(s, Command::Status) {
+        Ok(Reply::Status(st)) => Some(st.pool.tick),
+        _ => None,
+    };
+    wait_for("the first tick", || {
+        socket.exists() && tick_of(&socket).is_some()
+    });
+    let flooding = Arc::new(AtomicBool::new(true));
+    let done = Arc::new(AtomicU64::new(0));
+    let flood: Vec<_> = (0..8_u32)
+        .map(|i| {
+            let (socket, flooding, done) =
+                (socket.clone(), Arc::clone(&flooding), Arc::clone(&done));
+            std::thread::spawn(move || {
+                let mut w = 2 + i;
+                while flooding.load(Ordering::Relaxed) {
+                    if ctl_line(&socket, set("lab/c1", w)).is_ok() {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    w = w % 9000 + 8;
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let before = tick_of(&socket).expect("status answers during the flood");
+    std::thread::sleep(Duration::from_secs(3));
+    let after = tick_of(&socket).expect("status answers during the flood");
+    flooding.store(false, Ordering::Relaxed);
+    for t in flood {
+        t.join().expect("flood thread");
+    }
+    // 30 ticks of 100 ms; a busy test machine may lose some, a starved loop loses them all.
+    assert!(
+        after >= before + 10,
+        "ticks went from {before} to {after} in 3 s under {} set requests",
+        done.load(Ordering::Relaxed)
+    );
+    assert!(
+        done.load(Ordering::Relaxed) > 30,
+        "the flood was served too"
+    );
+    let log = stop(child);
+    assert!(log.contains("original limits restored"), "{log}");
+}
+
+/// Issue 23: with `[control] group` set and no `memweightd.socket`, the daemon could not give
+/// its socket to the group (the shipped unit grants no CAP_CHOWN and filters chown) and exited,
+/// so the unit crash-looped and nothing was managed. Now it warns once, serves root only, and
+/// keeps managing.
+#[test]
+fn regression_control_group_without_cap_chown_keeps_managing_and_serves_root() {
+    use std::os::unix::fs::MetadataExt;
+    if !nix_is_root() || which("setpriv").is_none() {
+        eprintln!("skipping: needs root and setpriv");
+        return;
+    }
+    let Ok(Some(group)) = nix::unistd::Group::from_name("nogroup") else {
+        eprintln!("skipping: no group named nogroup");
+        return;
+    };
+    let tree = Tree::new();
+    let config = tree.dir.path().join("memweight.toml");
+    let text = tree
+        .config_text("enabled = false", RULES)
+        .replace("[metrics]\n", "group = \"nogroup\"\n[metrics]\n");
+    std::fs::write(&config, text).expect("write config");
+    // Root without CAP_CHOWN, as under the shipped unit (CapabilityBoundingSet=CAP_DAC_OVERRIDE).
+    let child = Process::new("setpriv")
+        .args(["--bounding-set=-chown", "--"])
+        .arg(env!("CARGO_BIN_EXE_memweightd"))
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn memweightd without CAP_CHOWN");
+    let socket = tree.socket();
+    let tick_of = |s: &Path| match ctl_line(s, Command::Status) {
+        Ok(Reply::Status(st)) => Some(st.pool.tick),
+        _ => None,
+    };
+    wait_for("root served on the socket", || {
+        socket.exists() && tick_of(&socket).is_some()
+    });
+    let meta = std::fs::metadata(&socket).expect("socket");
+    assert_ne!(meta.gid(), group.gid.as_raw(), "chown cannot have worked");
+    assert_eq!(meta.mode() & 0o777, 0o660);
+    let before = tick_of(&socket).expect("status");
+    wait_for("ticks to keep coming", || {
+        tick_of(&socket).is_some_and(|t| t >= before + 3)
+    });
+    assert!(
+        matches!(ctl_line(&socket, set("lab/c1", 9)), Ok(Reply::Setting(_))),
+        "root can still change weights"
+    );
+    let log = stop(child);
+    assert_eq!(
+        log.matches("cannot give the control socket to [control] group")
+            .count(),
+        1,
+        "{log}"
+    );
+    assert!(log.contains("memweightd.socket"), "{log}");
+    assert!(log.contains("original limits restored"), "{log}");
+}
+
+/// Run by `regression_a_member_holding_sixteen_connections_does_not_lock_root_out` as another
+/// user: opens 16 connections, prints how many were refused at once, holds the rest for 3 s.
+#[test]
+fn hold_helper() {
+    let Some(socket) = std::env::var_os("MEMWEIGHT_TEST_HOLD_SOCKET") else {
+        return;
+    };
+    let held: Vec<std::os::unix::net::UnixStream> = (0..16)
+        .filter_map(|_| std::os::unix::net::UnixStream::connect(&socket).ok())
+        .collect();
+    let mut refused = 0;
+    for s in &held {
+        s.set_read_timeout(Some(Duration::from_millis(300)))
+            .expect("timeout");
+        let mut line = String::new();
+        if BufReader::new(s).read_line(&mut line).is_ok() && line.contains("busy") {
+            refused += 1;
+        }
+    }
+    println!("REFUSED {refused}");
+    std::io::stdout().flush().expect("flush");
+    std::thread::sleep(Duration::from_secs(3));
+}
+
+/// Issue 23, through a real socket: a member of the `[control] group` holding 16 idle
+/// connections took every slot until their read timeout, root's included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_a_member_holding_sixteen_connections_does_not_lock_root_out() {
+    if !nix_is_root() || which("setpriv").is_none() {
+        eprintln!("skipping: needs root and setpriv");
+        return;
+    }
+    let tree = Tree::new();
+    let ctl = tree.controller();
+    let lookup: server::GroupLookup = std::sync::Arc::new(|name: &str| {
+        (name == "memweight-test").then(|| server::GroupEntry {
+            gid: 65534,
+            members: Vec::new(),
+        })
+    });
+    let mut cfg = ctl.config().control.clone();
+    cfg.group = Some("memweight-test".into());
+    let server = Server::bind_with(&cfg, lookup).expect("bind");
+    let socket = tree.socket();
+    use std::os::unix::fs::PermissionsExt;
+    for p in [tree.dir.path().to_owned(), tree.dir.path().join("run")] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let (tx, rx) = mpsc::channel(8);
+    let serving = tokio::spawn(server.serve(tx));
+    let (snap_tx, _r) = watch::channel(None);
+    let looping = spawn_loop(
+        ctl,
+        tree.dir.path().join("memweight.toml"),
+        rx,
+        snap_tx,
+        Metrics::default(),
+    );
+    let exe = std::env::current_exe().expect("test binary");
+    let mut holder = Process::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(exe)
+        .args(["--exact", "hold_helper", "--nocapture", "--test-threads=1"])
+        .env("MEMWEIGHT_TEST_HOLD_SOCKET", &socket)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run the holder as nobody");
+    let stdout = holder.stdout.take().expect("stdout");
+    let refused = tokio::task::spawn_blocking(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                l.split_once("REFUSED ")
+                    .and_then(|(_, n)| n.trim().parse::<usize>().ok())
+            })
+    })
+    .await
+    .expect("join")
+    .expect("the holder reports");
+    assert_eq!(refused, 16 - server::Limits::default().per_user);
+    // While nobody holds its connections: root is served, and another user gets a slot (and
+    // is refused for not being in the group, not for a full socket).
+    assert!(status_or_not_ready(&socket).await, "root must be served");
+    let other = tokio::task::spawn_blocking({
+        let exe = std::env::current_exe().expect("test binary");
+        let socket = socket.clone();
+        move || {
+            Process::new("setpriv")
+                .args(["--reuid=65533", "--regid=65533", "--clear-groups", "--"])
+                .arg(exe)
+                .args([
+                    "--exact",
+                    "client_helper",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("MEMWEIGHT_TEST_CLIENT_SOCKET", &socket)
+                .output()
+                .expect("run the helper as uid 65533")
+        }
+    })
+    .await
+    .expect("join");
+    let out = String::from_utf8_lossy(&other.stdout);
+    assert!(
+        out.contains("permission denied: uid 65533") && !out.contains("busy"),
+        "{out}"
+    );
+    let _ = holder.kill();
+    let _ = holder.wait();
+    serving.abort();
+    looping.abort();
 }

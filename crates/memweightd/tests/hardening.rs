@@ -115,6 +115,8 @@ mod control_socket {
     fn limits() -> Limits {
         Limits {
             max_connections: 4,
+            root_reserved: 1,
+            per_user: 4,
             read_timeout: Duration::from_millis(500),
             write_timeout: Duration::from_millis(500),
             loop_timeout: Duration::from_secs(2),
@@ -179,11 +181,12 @@ mod control_socket {
         let dir = tempfile::tempdir().expect("tempdir");
         let socket = start(dir.path());
         let mut idle = Vec::new();
-        for _ in 0..4 {
+        // The tests run as root: four shared slots and root's reserved one.
+        for _ in 0..5 {
             idle.push(UnixStream::connect(&socket).await.expect("connect"));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-        // The fifth is told why and closed at once.
+        // The sixth is told why and closed at once.
         let busy = read_line(UnixStream::connect(&socket).await.expect("connect")).await;
         let e = ctl::parse_response(busy.trim_end())
             .expect("a response line")
@@ -213,7 +216,7 @@ mod control_socket {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
         let server_fds = super::fd_count().saturating_sub(before + idle.len());
-        assert!(server_fds <= 4 + 8, "server holds {server_fds} fds");
+        assert!(server_fds <= 4 + 1 + 8, "server holds {server_fds} fds");
         drop(idle);
         tokio::time::sleep(Duration::from_millis(700)).await;
         let answer = status(&socket).await;
