@@ -14,8 +14,10 @@
 //! ([`Capacity::short`]) and a cgroup reaching for memory is below its share (step.rs).
 //! The managed cgroups do not take everything, though: while the host is short and the cgroups
 //! beside the managed set stall on memory ([`HostView::outside_stall`]), what is left outside
-//! is memory its owners use, and the pool gives [`Capacity::give`] to them
-//! ([`OUTSIDE_STALL_PCT`]).
+//! is memory its owners use, and the law *yields* ([`Capacity::yielding`]): no managed cgroup
+//! is protected, so the kernel's reclaim weighs their pages against the services' as it would
+//! without the daemon, while the split between them is still enforced (step.rs,
+//! [`OUTSIDE_STALL_PCT`]).
 //!
 //! `reserve` (the default; `auto` reads as it) defends free memory: the pool is what
 //! the cgroups hold now plus what the host can still give before its free-memory reserve,
@@ -70,9 +72,6 @@ pub struct HostView {
     /// total`, read off the cgroups beside the managed ones: `crate::outside`); `None` without
     /// PSI or on the first tick.
     pub outside_stall: Option<f64>,
-    /// The highest memory PSI `some avg10` (%) of a managed cgroup: the pool gives to the
-    /// cgroups beside only while they stall more than the most stalled managed one.
-    pub managed_stall: f64,
 }
 
 /// State carried from tick to tick.
@@ -91,12 +90,6 @@ pub struct Carry {
     pub short_for: u32,
     /// `kernel` enforced the split beyond memory.low at the last tick (`step` sets it).
     pub enforcing: bool,
-    /// What `kernel` gives of the pool to the host's services ([`Capacity::give`]).
-    pub give: u64,
-    /// The pool `give` is taken from: what the pool was when the giving began (`None` while
-    /// nothing is given). Held, so that what the daemon reclaims for it is not given again
-    /// next tick (no ratchet) and the cgroups grow back into it as `give` decays.
-    pub given_from: Option<u64>,
 }
 
 /// The capacity and how it was made, for `explain` and logs.
@@ -120,12 +113,12 @@ pub struct Capacity {
     /// The kernel reclaimed this tick or within the [`SHORT_TICKS`] − 1 before: the host is
     /// short, and in `kernel` mode the daemon may enforce the split beyond `memory.low`.
     pub short: bool,
-    /// `kernel`: bytes the pool gives to the host's services because the host is short and
-    /// what is left outside the managed set is memory its owners use ([`OUTSIDE_STALL_PCT`]):
-    /// the pool is what it was when the giving began less this (or what the cgroups hold, if
-    /// less), and its weighted shares are enforced, so the shortage is taken from the managed
-    /// cgroups by weight instead of from the host's services. 0 otherwise.
-    pub give: u64,
+    /// `kernel`: the host is short and the cgroups beside the managed set stall on memory
+    /// ([`OUTSIDE_STALL_PCT`]): what is left outside is memory its owners use, so no managed
+    /// cgroup is protected this tick (memory.low back to its original, the ancestors' too)
+    /// and the kernel's reclaim weighs their pages against the services' as it would alone.
+    /// The split between them is still enforced. Always `false` in the other modes.
+    pub yielding: bool,
 }
 
 /// How many ticks after the kernel's global reclaim last ran the host still counts as short
@@ -144,61 +137,17 @@ pub const STALL_DEMAND_PCT: f64 = 1.0;
 /// while a third of its dataset sat in swap) but refaults steadily.
 pub const REFAULT_DEMAND: u64 = 1 << 20;
 
-/// `kernel`: while the host is short and some cgroup outside the managed set stalls on memory
-/// for at least this share of a tick (%), and more than any managed cgroup does
-/// ([`HostView::managed_stall`]: past that point the shortage is shared, and giving more would
-/// only move the stall inside), memory.low protects too much — the kernel's reclaim,
-/// kept off the managed cgroups, is taking memory the host's own services use (host guest, 6.1,
-/// every container protected at what it held: journald's watchdog fired at the balloon's
-/// 320 MiB step) — and [`Capacity::give`] grows by [`GIVE_STEP`] of what the cgroups hold.
+/// `kernel`: while the host is short and some cgroup beside the managed set stalls on memory
+/// for at least this share of a tick (%), the law yields ([`Capacity::yielding`]). Protection
+/// at what they hold for every managed cgroup turned the kernel's whole reclaim onto the
+/// host's own services once the cold memory outside was gone: journald's watchdog fired at
+/// the balloon's 320 MiB step (host guest, 6.1), and at 420 of 1024 MiB the guest stalled for
+/// tens of seconds at a time where the kernel alone kept it responsive (2026-11-26). An
+/// earlier remedy shrank the pool while they stalled (a *give*, grown by the stall): too slow
+/// for a shortage that deepens in one step and too eager for one the kernel alone handles
+/// (at 200 MiB it squeezed the weight-1 container to 146 of its 203 MiB while the kernel
+/// default kept all three resident).
 pub const OUTSIDE_STALL_PCT: f64 = 5.0;
-
-/// How much of what the managed cgroups hold [`Capacity::give`] grows by in one tick of
-/// outside stall at [`OUTSIDE_STALL_PCT`]: 1/32 (about 3 %); in proportion to the stall above
-/// it, up to 1/8 of what they hold per tick (a host whose services stall 40 % of the time has
-/// no ten seconds to wait: under the balloon on the host guest, ticks came 5–10 s apart).
-pub const GIVE_STEP: u64 = 32;
-
-/// The pool gives at most 1/`GIVE_AT_MOST` of what it was when the giving began: the host's
-/// services stalled 40–70 % of the time under TCG whatever the containers gave (host guest,
-/// 6.1, balloon 420 of 1024 MiB, a loaded machine: the pool went to 12 MiB while they held
-/// 351), so the stall alone is no measure of what more giving would buy.
-pub const GIVE_AT_MOST: u64 = 2;
-
-/// `give` runs at most 1/`GIVE_AHEAD` of the pool ahead of what the managed cgroups have given.
-pub const GIVE_AHEAD: u64 = 8;
-
-/// `give` decays by 1/`GIVE_DECAY` of itself each short tick without outside stall (half of
-/// it in about eleven ticks: the services' stall comes and goes from tick to tick, and a give
-/// that came and went with it swung the targets by a third), and is 0 once the host is no
-/// longer short.
-pub const GIVE_DECAY: u64 = 16;
-
-/// This tick's [`Capacity::give`] in `kernel` mode.
-fn give_of(host: &HostView, carry: &Carry, short: bool) -> u64 {
-    if !short {
-        return 0;
-    }
-    if let Some(stall) = host
-        .outside_stall
-        .filter(|&s| s >= OUTSIDE_STALL_PCT && s > host.managed_stall)
-    {
-        // Whole multiples of the threshold, 1 to 4 (f64 → u64 of a small positive number).
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        let times = (stall / OUTSIDE_STALL_PCT).clamp(1.0, 4.0) as u64;
-        carry
-            .give
-            .saturating_add((host.total_usage / GIVE_STEP * times).max(1 << 20))
-            .min(host.total_usage)
-    } else {
-        let left = carry.give - carry.give / GIVE_DECAY;
-        if left < 1 << 20 {
-            0
-        } else {
-            left.min(host.total_usage)
-        }
-    }
-}
 
 /// The MemAvailable reserve this tick.
 fn reserve_of(cfg: &CapacityConfig, host: &HostView) -> u64 {
@@ -251,7 +200,7 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
                 held: false,
                 reclaiming,
                 short,
-                give: 0,
+                yielding: false,
             },
             Carry {
                 scanned,
@@ -266,7 +215,7 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
             0,
             0,
         ),
-        CapacityMode::Auto => {
+        CapacityMode::Kernel => {
             // Free memory counts only while the kernel is not reclaiming: once it is, what
             // the cgroups hold is what it leaves them, and the split is of that.
             let headroom = if reclaiming {
@@ -278,22 +227,9 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
                 .total_usage
                 .saturating_add(headroom)
                 .min(host.mem_total.max(host.total_usage));
-            let from = carry.given_from.unwrap_or(natural);
-            // Never more than half the pool, nor more than 1/8 of it ahead of what the cgroups
-            // have given so far: a give the cgroups cannot follow within a tick only moved
-            // their targets away from where they were (host-podman, 6.1: the pool swung between
-            // 320 and 500 MiB and the weight-1 container ended 41 % above its share).
-            let give = give_of(host, &carry, short).min(from / GIVE_AT_MOST).min(
-                from.saturating_sub(host.total_usage)
-                    .saturating_add(from / GIVE_AHEAD),
-            );
-            let given_from = (give > 0).then_some(from);
-            let bytes = given_from.map_or(natural, |from| natural.min(from.saturating_sub(give)));
-            let (mut cap, mut next) =
-                stateless(bytes, reserve.saturating_sub(host.mem_available), reserve);
-            cap.give = give;
-            next.give = give;
-            next.given_from = given_from;
+            let (mut cap, next) =
+                stateless(natural, reserve.saturating_sub(host.mem_available), reserve);
+            cap.yielding = short && host.outside_stall.is_some_and(|s| s >= OUTSIDE_STALL_PCT);
             (cap, next)
         }
         CapacityMode::Reserve => {
@@ -334,7 +270,7 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
                     held: kept.is_some(),
                     reclaiming,
                     short,
-                    give: 0,
+                    yielding: false,
                 },
                 Carry {
                     cut: next,
@@ -342,8 +278,6 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
                     scanned,
                     short_for,
                     enforcing: false,
-                    give: 0,
-                    given_from: None,
                 },
             )
         }
@@ -368,7 +302,6 @@ mod tests {
             cgroups: 2,
             reclaim_scanned: None,
             outside_stall: None,
-            managed_stall: 0.0,
         }
     }
 
@@ -585,7 +518,7 @@ mod tests {
     #[test]
     fn auto_never_shrinks_below_usage() {
         let cfg = CapacityConfig {
-            mode: CapacityMode::Auto,
+            mode: CapacityMode::Kernel,
             ..reserve()
         };
         let (c, k) = capacity(&cfg, &host(40 * MIB, Some(90.0)), cut(20 * MIB));
@@ -604,7 +537,7 @@ mod tests {
     #[test]
     fn auto_headroom_only_while_the_kernel_is_not_reclaiming() {
         let cfg = CapacityConfig {
-            mode: CapacityMode::Auto,
+            mode: CapacityMode::Kernel,
             ..reserve()
         };
         let at = |scanned, avail| HostView {
@@ -636,14 +569,12 @@ mod tests {
     /// The defect: `kernel` protected every managed cgroup at what it held, so once the cold
     /// memory outside them was gone the kernel's reclaim ground the host's own services
     /// (host guest, 6.1, balloon at 320 MiB: journald's watchdog fired). While the host is
-    /// short and a cgroup beside the managed set stalls, `give` grows by 1/32 of what the
-    /// managed cgroups hold per tick and the pool is what it was when the giving began less
-    /// `give`; it decays when the stall clears, and is gone once the host is no longer short.
-    /// What the cgroups give does not shrink the pool again (no ratchet).
+    /// short and a cgroup beside the managed set stalls, the law yields; the pool stays what
+    /// the cgroups hold, so nothing is taken from them for it.
     #[test]
     fn regression_protection_starved_the_hosts_services() {
         let cfg = CapacityConfig {
-            mode: CapacityMode::Auto,
+            mode: CapacityMode::Kernel,
             ..reserve()
         };
         let at = |scanned, stall| HostView {
@@ -656,72 +587,26 @@ mod tests {
             ..Carry::default()
         };
         let (c, k) = capacity(&cfg, &at(0, Some(50.0)), idle);
-        assert_eq!(
-            c.give, 0,
+        assert!(
+            !c.yielding,
             "stalled but the kernel is not reclaiming: not a shortage"
         );
         let (c, k) = capacity(&cfg, &at(10, Some(1.0)), k);
-        assert_eq!(c.give, 0, "short, the services beside calm");
+        assert!(c.short && !c.yielding, "short, the services beside calm");
         let (c, k) = capacity(&cfg, &at(20, Some(OUTSIDE_STALL_PCT)), k);
-        let step = 600 * MIB / GIVE_STEP;
-        assert_eq!((c.give, c.bytes), (step, 600 * MIB - step));
-        assert_eq!(k.given_from, Some(600 * MIB));
-        let (c, k) = capacity(&cfg, &at(30, Some(2.0 * OUTSIDE_STALL_PCT)), k);
-        assert_eq!(
-            (c.give, c.bytes),
-            (3 * step, 600 * MIB - 3 * step),
-            "twice the stall"
-        );
-        // The cgroups gave what was asked: the pool is not taken from what they hold now.
-        let gave = |scanned, stall| HostView {
-            total_usage: 600 * MIB - 3 * step,
-            ..at(scanned, stall)
-        };
-        let (c, k) = capacity(&cfg, &gave(30, None), k);
-        let left = 3 * step - 3 * step / GIVE_DECAY;
-        assert_eq!(c.give, left, "short still, calm: decays");
-        assert_eq!(
-            c.bytes,
-            600 * MIB - 3 * step,
-            "what they hold: they grow back into it"
-        );
-        let (c, k) = capacity(&cfg, &gave(30, None), k);
-        assert_eq!(c.bytes, 600 * MIB - 3 * step);
-        assert!(c.give < left);
+        assert!(c.yielding);
+        assert_eq!(c.bytes, 600 * MIB, "the pool is what they hold");
+        let (c, k) = capacity(&cfg, &at(20, None), k);
+        assert!(c.short && !c.yielding, "calm again: protected again");
         let mut k = k;
         for _ in 0..SHORT_TICKS {
-            let (c, next) = capacity(&cfg, &at(30, Some(90.0)), k);
-            k = next;
-            assert!(c.give > 0 || !c.short);
+            k = capacity(&cfg, &at(20, None), k).1;
         }
-        assert_eq!(k.give, 0, "no longer short: all protected again");
-        // Never more than 1/8 of the pool ahead of what they gave ...
-        let mut k = Carry::default();
-        for i in 0..100 {
-            k = capacity(&cfg, &at(i, Some(99.0)), k).1;
-        }
-        assert_eq!(k.give, 600 * MIB / GIVE_AHEAD, "they gave nothing");
-        // ... nor more than half of what the pool was when the giving began.
-        let mut k = Carry::default();
-        for i in 0..100 {
-            let now = HostView {
-                total_usage: 600 * MIB - k.give,
-                ..at(i, Some(99.0))
-            };
-            k = capacity(&cfg, &now, k).1;
-        }
-        assert_eq!(k.give, 600 * MIB / GIVE_AT_MOST);
-        // Not while a managed cgroup stalls as much as the services beside: the shortage is
-        // shared, and more giving would only move the stall inside.
-        let shared = HostView {
-            managed_stall: 40.0,
-            ..at(200, Some(40.0))
-        };
-        let (c, _) = capacity(&cfg, &shared, k);
-        assert!(c.give < k.give, "decays instead: {}", c.give);
-        // The other modes never give.
+        let (c, _) = capacity(&cfg, &at(20, Some(90.0)), k);
+        assert!(!c.short && !c.yielding, "no longer short");
+        // The other modes never yield.
         let (c, _) = capacity(&reserve(), &at(200, Some(99.0)), k);
-        assert_eq!(c.give, 0);
+        assert!(!c.yielding);
     }
 
     #[test]

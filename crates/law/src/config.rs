@@ -228,34 +228,29 @@ impl<'de> Deserialize<'de> for Interval {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum CapacityMode {
-    /// Work-conserving (opt-in until it is safe as the default, see docs/configuration.md):
-    /// the kernel decides how much the managed cgroups keep
+    /// Work-conserving, the default: the kernel decides how much the managed cgroups keep
     /// together, the daemon only how it is split. The pool is what they hold now, plus
     /// MemAvailable above the reserve while the kernel's global reclaim is idle
     /// (`/proc/vmstat` `pgscan_kswapd` + `pgscan_direct` did not move since the last tick).
-    /// The split is carried by `memory.low`: each cgroup is protected up to its weighted,
-    /// water-filled share of the pool, so the kernel's own reclaim takes memory outside the
-    /// managed set (cold services, page cache) and above the shares first, and gives it to
-    /// the cgroups below their share that fault it back. Only while the host is short (the
-    /// kernel reclaimed within [`crate::capacity::SHORT_TICKS`] ticks) and a cgroup reaching
-    /// for memory is below its share are the cgroups above their share held with
-    /// `memory.high` and `memory.reclaim` (the multi-gen LRU reclaims below `memory.low`);
-    /// otherwise `memory.high` is only lowered for a configured `max`. A managed cgroup
-    /// faulting memory back ([`crate::capacity::REFAULT_DEMAND`]) or stalling on it
-    /// ([`crate::capacity::STALL_DEMAND_PCT`]) reaches for more than it holds. Written
-    /// `mode = "kernel"` (issue 11's name for its first version). While the host is short
-    /// and the cgroups beside the managed set stall on memory, `memory.low` protects less of
-    /// the pool (`crate::capacity::OUTSIDE_STALL_PCT`), so that the host's own services are not
-    /// starved for the containers' sake. Opt-in: as the default it froze the lab's host guest
-    /// under a balloon (docs/lab.md, "Work-conserving `kernel`").
-    #[serde(rename = "kernel")]
-    Auto,
-    /// Defend a reserve: shrink the pool by the shortfall of MemAvailable below the reserve
-    /// and under host PSI, and enforce it with `memory.reclaim` and `memory.high` (the law
-    /// that was `auto` before it became work-conserving): the managed cgroups pay for the
-    /// whole shortage, and the host's free memory stays above the reserve. The default;
-    /// `"auto"` is its earlier name, so configs written for it keep their law.
+    /// Nothing is protected or throttled while no managed cgroup reaches for memory (faults
+    /// it back, [`crate::capacity::REFAULT_DEMAND`], or stalls on it,
+    /// [`crate::capacity::STALL_DEMAND_PCT`]): the kernel's reclaim weighs their pages against
+    /// everyone's as it would without the daemon. A cgroup that reaches is protected by
+    /// `memory.low` up to its weighted, water-filled share of the pool (never above what it
+    /// holds); while the host is short (the kernel reclaimed within
+    /// [`crate::capacity::SHORT_TICKS`] ticks) and such a cgroup is below its share, the
+    /// cgroups above theirs are held with `memory.high` and `memory.reclaim` (the multi-gen LRU
+    /// reclaims below `memory.low`). While the host is short and the cgroups beside the
+    /// managed set stall on memory, nothing is protected
+    /// ([`crate::capacity::OUTSIDE_STALL_PCT`]), so that the host's own services are not
+    /// starved for the containers' sake. Written `mode = "kernel"`.
     #[default]
+    Kernel,
+    /// Defend a reserve: shrink the pool by the shortfall of MemAvailable below the reserve
+    /// and under host PSI, and enforce it with `memory.reclaim` and `memory.high`: the managed
+    /// cgroups pay for the whole shortage, and the host's free memory stays above the reserve
+    /// (docs/configuration.md says when to choose it). `"auto"` is its earlier name, so
+    /// configs written for it keep their law.
     #[serde(alias = "auto")]
     Reserve,
     /// A fixed size or share of MemTotal, enforced like `reserve`.
@@ -266,7 +261,7 @@ pub enum CapacityMode {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CapacityConfig {
-    /// `reserve` (the default; `auto` reads as it), `kernel` (work-conserving) or `fixed`.
+    /// `kernel` (work-conserving, the default), `reserve` (`auto` reads as it) or `fixed`.
     pub mode: CapacityMode,
     /// With `mode = "fixed"`: bytes or a percentage of MemTotal.
     pub fixed: Option<Amount>,
@@ -290,7 +285,7 @@ pub struct CapacityConfig {
 impl Default for CapacityConfig {
     fn default() -> Self {
         CapacityConfig {
-            mode: CapacityMode::Reserve,
+            mode: CapacityMode::Kernel,
             fixed: None,
             reserve: Reserve::Watermarks,
             psi_threshold: 40.0,
@@ -447,11 +442,12 @@ pub struct Config {
     pub max_step: Amount,
     /// Absolute minimum added to every floor.
     pub min_floor: Size,
-    /// Raise the `memory.low` of managed cgroups' ancestors to the sum of their descendants'
-    /// entitlements (never lower than their own value), since the kernel caps a cgroup's
-    /// protection by its ancestors'. The work-conserving law (`mode = "kernel"`) splits by
-    /// `memory.low`, which protects nothing under a parent whose own is 0 (systemd's
-    /// `machine.slice`, measured in docs/design.md): turn it on with that mode.
+    /// Raise the `memory.low` of managed cgroups' ancestors to the sum of what the law
+    /// protects below them (never lower than their own value), since the kernel caps a
+    /// cgroup's protection by its ancestors'. On by default: the work-conserving law
+    /// (`mode = "kernel"`) protects a cgroup that reaches for memory with `memory.low`, which
+    /// protects nothing under a parent whose own is 0 (systemd's `machine.slice`, measured in
+    /// docs/design.md). Every value it raises is recorded and written back.
     pub protect_ancestors: bool,
     /// `error`, `warn`, `info`, `debug` or `trace` (overridden by `RUST_LOG`).
     pub log_level: String,
@@ -480,7 +476,7 @@ impl Default for Config {
             idle_tax: 0,
             max_step: Amount::Percent(10.0),
             min_floor: Size(16 << 20),
-            protect_ancestors: false,
+            protect_ancestors: true,
             log_level: "info".to_owned(),
             capacity: CapacityConfig::default(),
             control: ControlConfig::default(),
@@ -907,10 +903,10 @@ mod tests {
         assert_eq!(cfg.cgroup_root, PathBuf::from("/sys/fs/cgroup"));
         assert_eq!(cfg.tick.0, Duration::from_secs(1));
         assert!(cfg.enforce);
-        assert_eq!(cfg.capacity.mode, CapacityMode::Reserve);
-        assert!(!cfg.protect_ancestors);
+        assert_eq!(cfg.capacity.mode, CapacityMode::Kernel);
+        assert!(cfg.protect_ancestors);
         let (kernel, _) = parse("[capacity]\nmode = \"kernel\"").expect("work-conserving");
-        assert_eq!(kernel.capacity.mode, CapacityMode::Auto);
+        assert_eq!(kernel.capacity.mode, CapacityMode::Kernel);
         let (auto, _) = parse("[capacity]\nmode = \"auto\"").expect("the earlier name");
         assert_eq!(
             auto.capacity.mode,

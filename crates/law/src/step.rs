@@ -61,6 +61,10 @@ pub struct CgroupStep {
     pub floor: u64,
     /// Where the policy wants memory.high (`None`: back to the original).
     pub ceiling: Option<u64>,
+    /// The memory.low protection the law wants for it: its entitlement, or in `kernel` mode
+    /// what step.rs's `protect` rule leaves of it. Its ancestors' memory.low is the sum of
+    /// these below them (`protect_ancestors`).
+    pub protect: u64,
     /// The writes that would move the cgroup there.
     pub writes: Writes,
 }
@@ -125,10 +129,6 @@ pub fn step(
             cgroups: rows.len(),
             reclaim_scanned: host.vmstat.map(|v| v.scanned()),
             outside_stall,
-            managed_stall: rows
-                .iter()
-                .filter_map(|r| r.sample.pressure.as_ref().map(|p| p.some.avg10))
-                .fold(0.0, f64::max),
         },
         carry,
     );
@@ -136,7 +136,7 @@ pub fn step(
     // `kernel` (work-conserving): the kernel's reclaim decides the total, so the pool is not
     // shrunk for the guards either, a cgroup stalling on memory or faulting it back reaches
     // for more than it holds, and the split is carried by memory.low alone.
-    let conserving = law.capacity.mode == CapacityMode::Auto;
+    let conserving = law.capacity.mode == CapacityMode::Kernel;
     let observed: Vec<Observed> = rows.iter().map(|r| observe(r.sample)).collect();
     let floors: Vec<u64> = rows
         .iter()
@@ -204,13 +204,7 @@ pub fn step(
     // excess above the shares, so it cannot ratchet below them.
     // Once started it lasts while the host stays short, so that the split does not flap as
     // the reaching cgroup reaches its share.
-    // While the host's own services stall beside the managed set, the pool has given part of
-    // what they held (capacity.rs, `Capacity::give`) and the shares of that smaller pool are
-    // enforced: the kernel's LRU sees a container's hot pages as hotter than a service's and,
-    // with the protection lowered alone, kept all three host-podman containers resident while
-    // the guest stalled (6.1, balloon 200–420 of 1024 MiB, 2026-11-25).
     let enforcing = !conserving
-        || cap.give > 0
         || (cap.short && carry.enforcing)
         || (cap.short
             && rows
@@ -264,6 +258,21 @@ pub fn step(
                 guard: guard_of(law, r.reclaim_supported),
                 centre: conserving,
             };
+            // What memory.low protects. In `kernel` mode only a cgroup that reaches for memory
+            // (faults it back, stalls, or is held at its memory.high) is protected, up to its
+            // share and never above what it holds, and none while the law yields: protection
+            // of everything the managed cgroups held, theirs and their ancestors', left the
+            // kernel's reclaim nothing but the host's own services (host guest, 6.1, balloon
+            // 420 of 1024 MiB, 2026-11-26: the guest stalled for tens of seconds at a time
+            // where the kernel alone kept it responsive), and a share above what a cgroup
+            // held reached its neighbours through the ancestors' recursive protection.
+            let protect = if !conserving {
+                d.entitlement
+            } else if inputs[i].demand.is_some() && !cap.yielding {
+                d.entitlement.min(r.sample.current)
+            } else {
+                0
+            };
             let writes = if r.provisional || rejected.is_some() {
                 Writes::default()
             } else {
@@ -271,7 +280,7 @@ pub fn step(
                     &observed[i],
                     &r.originals,
                     ceiling,
-                    d.entitlement,
+                    protect,
                     floors[i],
                     &knobs,
                 )
@@ -279,6 +288,7 @@ pub fn step(
             CgroupStep {
                 floor: floors[i],
                 ceiling,
+                protect,
                 writes,
             }
         })
@@ -518,7 +528,7 @@ mod tests {
         (
             prop_oneof![
                 Just(CapacityMode::Reserve),
-                Just(CapacityMode::Auto),
+                Just(CapacityMode::Kernel),
                 Just(CapacityMode::Fixed)
             ],
             prop_oneof![
@@ -605,7 +615,7 @@ mod tests {
     /// `[capacity] mode = "kernel"` with the defaults otherwise.
     fn kernel_capacity() -> CapacityConfig {
         CapacityConfig {
-            mode: CapacityMode::Auto,
+            mode: CapacityMode::Kernel,
             ..CapacityConfig::default()
         }
     }
@@ -685,13 +695,13 @@ mod tests {
 
     /// `kernel` (work-conserving) on Table-2 as the kernel default leaves it at the 500M step
     /// (MemAvailable 0; weights 1:2 holding 150 / 211 MiB; the larger one swapping, stalled
-    /// 14 %): the pool stays the 361 MiB they hold, and the split is carried by memory.low —
-    /// the small one is protected up to its 120 MiB share only (the kernel takes the rest
-    /// first), the reaching one up to its 240 MiB. While the kernel is not reclaiming
-    /// memory.high stays where it is and nothing is reclaimed; once it is (vmstat's counters
-    /// moved), the small one, above its share while the reaching one is below, is held a
-    /// guard above its share and reclaimed towards it. With no cgroup reaching, each is
-    /// protected at what it holds and nothing is enforced.
+    /// 14 %): the pool stays the 361 MiB they hold, shared 120 / 240; the reaching one is
+    /// protected up to what it holds (211 MiB), the small one not at all (the kernel's LRU
+    /// weighs its pages against everyone's). While the kernel is not reclaiming memory.high
+    /// stays where it is and nothing is reclaimed; once it is (vmstat's counters moved), the
+    /// small one, above its share while the reaching one is below, is held a guard above its
+    /// share and reclaimed towards it. With no cgroup reaching, nobody is protected and
+    /// nothing is enforced: the kernel alone decides.
     #[test]
     fn auto_splits_by_memory_low_and_enforces_only_when_short() {
         let capacity = kernel_capacity();
@@ -733,8 +743,15 @@ mod tests {
                     (None, None, None)
                 );
             }
-            assert_eq!(out.cgroups[0].writes.low, Some(Limit::Bytes(120 * MIB)));
-            assert_eq!(out.cgroups[1].writes.low, Some(Limit::Bytes(240 * MIB)));
+            // Only the reaching one is protected, up to what it holds.
+            assert_eq!(out.cgroups[0].protect, 0);
+            assert_eq!(out.cgroups[0].writes.low, None);
+            assert_eq!(out.cgroups[1].protect, 211 * MIB);
+            assert_eq!(
+                out.cgroups[1].writes.low,
+                Some(Limit::Bytes(208 * MIB)),
+                "in whole granules, never above what it holds"
+            );
 
             // The kernel reclaimed since the last tick: the split is enforced.
             let out = step(&law, &rows, &at(150), band, None, idle);
@@ -771,67 +788,60 @@ mod tests {
         assert_eq!(out.plan.level, Level::Unconstrained);
         assert!(!out.enforcing, "short, but nobody reaches");
         assert!(out.cgroups.iter().all(|c| c.writes.high.is_none()));
-        assert_eq!(out.cgroups[0].writes.low, Some(Limit::Bytes(148 * MIB)));
+        assert!(
+            out.cgroups
+                .iter()
+                .all(|c| c.protect == 0 && c.writes.low.is_none()),
+            "nobody reaches: nobody is protected, the kernel's LRU decides"
+        );
     }
 
-    /// `kernel` while the host is short and the cgroups beside the managed set stall: the pool
-    /// gives `give` and the weighted shares of what is left are enforced (the kernel's LRU
-    /// would rather take the services' memory than a container's hot pages): the weight-1
-    /// cgroup, above its share, is held and reclaimed towards it, the weight-2 one keeps
-    /// what it holds; memory.low follows the shares.
+    /// `kernel` while the host is short: only the cgroup that reaches for memory is protected,
+    /// up to what it holds, and none while the cgroups beside the managed set stall (the law
+    /// yields: the kernel's reclaim weighs every page as it would alone); the split between
+    /// them is enforced either way — the weight-1 cgroup, above its share, is held and
+    /// reclaimed towards it.
     #[test]
-    fn kernel_gives_to_the_services_beside_by_weight() {
+    fn regression_protection_of_everything_they_held_starved_the_services_beside() {
         let capacity = kernel_capacity();
         let law = shipped_law(&capacity);
         let at = |scanned: u64| scanning(scanned, None);
-        let cgs = [plain(160 * MIB, 1, 0.0, 0), plain(160 * MIB, 2, 0.0, 0)];
+        let cgs = [plain(160 * MIB, 1, 0.0, 0), plain(160 * MIB, 2, 14.0, 0)];
         let names = names(&cgs);
         let rows = rows(&cgs, &names);
         let carry = Carry {
             scanned: Some(100),
             ..Carry::default()
         };
-        let out = step(&law, &rows, &at(150), None, Some(1.0), carry);
-        assert_eq!(out.capacity.give, 0, "short, the services beside calm");
-        let lows = |out: &Step| -> Vec<u64> {
-            out.cgroups
-                .iter()
-                .map(|c| match c.writes.low {
-                    Some(Limit::Bytes(l)) => l / MIB,
-                    other => panic!("memory.low not written: {other:?}"),
-                })
-                .collect()
+        let low = |c: &CgroupStep| match c.writes.low {
+            None => 0,
+            Some(l) => l.bytes().unwrap_or(u64::MAX) / MIB,
         };
-        assert_eq!(
-            lows(&out),
-            [160, 160],
-            "nobody reaches: each keeps what it holds"
-        );
-        let mut carry = out.next;
-        let mut out = out;
-        for i in 0..8 {
-            out = step(&law, &rows, &at(200 + i), None, Some(5.0), carry);
-            carry = out.next;
+        for (stall, yielding, protected) in [(Some(1.0), false, 160), (Some(5.0), true, 0)] {
+            let out = step(&law, &rows, &at(150), None, stall, carry);
+            assert_eq!(out.capacity.yielding, yielding, "outside stall {stall:?}");
+            assert_eq!(out.capacity.bytes, 320 * MIB, "the pool is what they hold");
+            assert!(out.enforcing);
+            assert_eq!(
+                (out.cgroups[0].protect, low(&out.cgroups[0])),
+                (0, 0),
+                "the calm one is not protected"
+            );
+            assert_eq!(
+                (out.cgroups[1].protect / MIB, low(&out.cgroups[1])),
+                (protected, protected),
+                "the reaching one, up to what it holds"
+            );
+            let small = &out.cgroups[0];
+            assert!(small.ceiling.is_some_and(|c| c < 160 * MIB));
+            assert!(
+                small.writes.reclaim.is_some_and(|r| r > 0),
+                "{:?}",
+                small.writes
+            );
+            let big = &out.cgroups[1];
+            assert_eq!((big.writes.high, big.writes.reclaim), (None, None));
         }
-        // Nobody has given yet: the give runs at most 1/8 of the pool ahead.
-        assert_eq!(out.capacity.give, 320 * MIB / capacity::GIVE_AHEAD);
-        assert_eq!(
-            out.capacity.bytes,
-            280 * MIB,
-            "what they held, less the give"
-        );
-        assert!(out.enforcing);
-        assert_eq!(lows(&out), [120, 160], "the shares of 280 MiB at 1:2");
-        let small = &out.cgroups[0];
-        assert_eq!(small.ceiling, Some(120 * MIB));
-        assert!(
-            small.writes.reclaim.is_some_and(|r| r > 0),
-            "{:?}",
-            small.writes
-        );
-        assert!(matches!(small.writes.high, Some(Limit::Bytes(h)) if h < 160 * MIB));
-        let big = &out.cgroups[1];
-        assert_eq!((big.writes.high, big.writes.reclaim), (None, None));
     }
 
     /// Work-conserving: a configured `max` is still enforced with memory.high (and reclaim),
@@ -839,7 +849,7 @@ mod tests {
     #[test]
     fn auto_still_enforces_a_configured_max() {
         let capacity = CapacityConfig {
-            mode: CapacityMode::Auto,
+            mode: CapacityMode::Kernel,
             ..CapacityConfig::default()
         };
         let law = shipped_law(&capacity);
@@ -895,7 +905,7 @@ mod tests {
             };
             let names = names(&cgs);
             let rows = rows(&cgs, &names);
-            let carry = Carry { cut: cut * MIB, held: held.map(|(pool, n)| (pool * MIB, n)), scanned: None, short_for: 0, enforcing: false, give: 0, given_from: None };
+            let carry = Carry { cut: cut * MIB, held: held.map(|(pool, n)| (pool * MIB, n)), scanned: None, short_for: 0, enforcing: false };
             let out = step(&law, &rows, &host, band.map(|b| b * MIB), None, carry);
             prop_assert_eq!(out.cgroups.len(), rows.len());
             prop_assert!(out.rejected.is_none(), "{:?}", out.rejected);
@@ -935,7 +945,7 @@ mod tests {
                         return Err(TestCaseError::fail(format!("reclaim {r} without a ceiling")));
                     };
                     // `kernel` centres the guard on the target: up to half a guard below it.
-                    let below = if capacity.mode == CapacityMode::Auto {
+                    let below = if capacity.mode == CapacityMode::Kernel {
                         law.guard.of(ceiling.max(d.floor)) / 2
                     } else {
                         0

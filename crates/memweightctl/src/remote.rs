@@ -800,7 +800,7 @@ pub(crate) mod tests {
             guards: 0,
             held: false,
             reclaiming: false,
-            give: 0,
+            yielding: false,
             outside_stall: None,
             enforcing: false,
             total_usage: 4000 << 20,

@@ -68,7 +68,7 @@ fn status_reply() -> Reply {
             guards: 0,
             held: false,
             reclaiming: false,
-            give: 0,
+            yielding: false,
             outside_stall: None,
             enforcing: false,
             total_usage: 6000 << 20,

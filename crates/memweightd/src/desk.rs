@@ -84,7 +84,7 @@ mod tests {
                     guards: 0,
                     held: false,
                     reclaiming: false,
-                    give: 0,
+                    yielding: false,
                     outside_stall: None,
                     enforcing: false,
                     total_usage: 0,

@@ -310,9 +310,9 @@ pub fn registry(snapshot: Option<&Published>, metrics: &Metrics) -> Registry {
         i64::from(r.pool.enforcing),
     );
     b.gauge(
-        "pool_give_bytes",
-        "kernel capacity: bytes the pool gives to the host's services while the cgroups beside the managed set stall.",
-        saturating_i64(r.pool.give),
+        "pool_yielding",
+        "kernel capacity: 1 when no managed cgroup is protected this tick, because the host is short and the cgroups beside the managed set stall on memory.",
+        i64::from(r.pool.yielding),
     );
     b.gauge_f(
         "outside_stall_percent",
@@ -715,7 +715,7 @@ mod tests {
                 guards: 0,
                 held: false,
                 reclaiming: false,
-                give: 0,
+                yielding: false,
                 outside_stall: None,
                 enforcing: false,
                 total_usage: 6000 << 20,

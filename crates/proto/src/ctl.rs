@@ -406,11 +406,11 @@ pub struct Pool {
     /// while the host is short and a cgroup reaching for memory is below its share.
     #[serde(default)]
     pub enforcing: bool,
-    /// `kernel` capacity: bytes the pool gives to the host's own services this tick, because
-    /// the host is short and the cgroups beside the managed set stall on memory: the pool is
-    /// what it was when the giving began less this, and its weighted shares are enforced.
+    /// `kernel` capacity: the host is short and the cgroups beside the managed set stall on
+    /// memory, so no managed cgroup is protected this tick (the kernel's reclaim weighs their
+    /// pages against the services' as it would alone); the split is still enforced.
     #[serde(default)]
-    pub give: u64,
+    pub yielding: bool,
     /// `kernel` capacity: the highest share (%) of the last tick a cgroup beside the managed
     /// set (and the daemon's own) had a task stalled on memory (`memory.pressure`).
     #[serde(default)]
@@ -941,7 +941,7 @@ mod tests {
             guards: 0,
             held: false,
             reclaiming: false,
-            give: 0,
+            yielding: false,
             outside_stall: None,
             enforcing: false,
             total_usage: 6000 << 20,

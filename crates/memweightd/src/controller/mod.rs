@@ -376,7 +376,7 @@ impl Controller {
     async fn compute_and_enforce(&mut self, rows: &[Sampled<'_>], host: &HostSample) -> TickReport {
         let watermark_band = self.watermark_band();
         // Only the work-conserving law reads the cgroups beside the managed set.
-        let outside_stall = if self.cfg.capacity.mode == CapacityMode::Auto {
+        let outside_stall = if self.cfg.capacity.mode == CapacityMode::Kernel {
             self.outside.sample(
                 &self.fs,
                 self.managed.keys().map(String::as_str),
@@ -466,6 +466,12 @@ impl Controller {
             outside_stall,
             &lines,
         );
+        // What the law protects of each reported cgroup, in the report's order: their
+        // ancestors' memory.low is the sum of it.
+        let protects: Vec<u64> = lines
+            .iter()
+            .map(|l| step.cgroups[l.index].protect)
+            .collect();
         drop(lines);
 
         self.spawn_jobs(&rows, &step, &states);
@@ -475,7 +481,8 @@ impl Controller {
             let lows: Vec<(&str, u64)> = report
                 .cgroups
                 .iter()
-                .map(|r| (r.cgroup.as_str(), r.entitlement))
+                .zip(&protects)
+                .map(|(r, &p)| (r.cgroup.as_str(), p))
                 .collect();
             self.protect_ancestors(&jobs::ancestor_lows(&lows));
         } else if self.ledger.has_ancestors() {

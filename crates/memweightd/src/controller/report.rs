@@ -113,6 +113,7 @@ pub(super) fn build(
             floor,
             ceiling,
             writes,
+            ..
         } = step.cgroups[index];
         let resolved = wanted.resolved.as_ref();
         if let Some(r) = resolved
@@ -172,7 +173,7 @@ pub(super) fn build(
             held: cap.held,
             reclaiming: cap.reclaiming,
             enforcing: step.enforcing,
-            give: cap.give,
+            yielding: cap.yielding,
             outside_stall,
             total_usage: plan.total_usage,
             total_weight: plan.total_weight,
