@@ -228,7 +228,8 @@ impl<'de> Deserialize<'de> for Interval {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum CapacityMode {
-    /// Work-conserving, the default: the kernel decides how much the managed cgroups keep
+    /// Work-conserving (opt-in until it passes the host guest on both kernels, see
+    /// docs/configuration.md): the kernel decides how much the managed cgroups keep
     /// together, the daemon only how it is split. The pool is what they hold now, plus
     /// MemAvailable above the reserve while the kernel's global reclaim is idle
     /// (`/proc/vmstat` `pgscan_kswapd` + `pgscan_direct` did not move since the last tick).
@@ -244,13 +245,13 @@ pub enum CapacityMode {
     /// managed set stall on memory, nothing is protected
     /// ([`crate::capacity::OUTSIDE_STALL_PCT`]), so that the host's own services are not
     /// starved for the containers' sake. Written `mode = "kernel"`.
-    #[default]
     Kernel,
     /// Defend a reserve: shrink the pool by the shortfall of MemAvailable below the reserve
     /// and under host PSI, and enforce it with `memory.reclaim` and `memory.high`: the managed
     /// cgroups pay for the whole shortage, and the host's free memory stays above the reserve
-    /// (docs/configuration.md says when to choose it). `"auto"` is its earlier name, so
-    /// configs written for it keep their law.
+    /// (docs/configuration.md says when to choose it). The default; `"auto"` is its earlier
+    /// name, so configs written for it keep their law.
+    #[default]
     #[serde(alias = "auto")]
     Reserve,
     /// A fixed size or share of MemTotal, enforced like `reserve`.
@@ -261,7 +262,7 @@ pub enum CapacityMode {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CapacityConfig {
-    /// `kernel` (work-conserving, the default), `reserve` (`auto` reads as it) or `fixed`.
+    /// `reserve` (the default; `auto` reads as it), `kernel` (work-conserving) or `fixed`.
     pub mode: CapacityMode,
     /// With `mode = "fixed"`: bytes or a percentage of MemTotal.
     pub fixed: Option<Amount>,
@@ -285,7 +286,7 @@ pub struct CapacityConfig {
 impl Default for CapacityConfig {
     fn default() -> Self {
         CapacityConfig {
-            mode: CapacityMode::Kernel,
+            mode: CapacityMode::Reserve,
             fixed: None,
             reserve: Reserve::Watermarks,
             psi_threshold: 40.0,
@@ -444,10 +445,10 @@ pub struct Config {
     pub min_floor: Size,
     /// Raise the `memory.low` of managed cgroups' ancestors to the sum of what the law
     /// protects below them (never lower than their own value), since the kernel caps a
-    /// cgroup's protection by its ancestors'. On by default: the work-conserving law
-    /// (`mode = "kernel"`) protects a cgroup that reaches for memory with `memory.low`, which
-    /// protects nothing under a parent whose own is 0 (systemd's `machine.slice`, measured in
-    /// docs/design.md). Every value it raises is recorded and written back.
+    /// cgroup's protection by its ancestors'. The work-conserving law (`mode = "kernel"`)
+    /// protects a cgroup that reaches for memory with `memory.low`, which protects nothing
+    /// under a parent whose own is 0 (systemd's `machine.slice`, measured in docs/design.md):
+    /// turn it on with that mode. Every value it raises is recorded and written back.
     pub protect_ancestors: bool,
     /// `error`, `warn`, `info`, `debug` or `trace` (overridden by `RUST_LOG`).
     pub log_level: String,
@@ -476,7 +477,7 @@ impl Default for Config {
             idle_tax: 0,
             max_step: Amount::Percent(10.0),
             min_floor: Size(16 << 20),
-            protect_ancestors: true,
+            protect_ancestors: false,
             log_level: "info".to_owned(),
             capacity: CapacityConfig::default(),
             control: ControlConfig::default(),
@@ -903,8 +904,8 @@ mod tests {
         assert_eq!(cfg.cgroup_root, PathBuf::from("/sys/fs/cgroup"));
         assert_eq!(cfg.tick.0, Duration::from_secs(1));
         assert!(cfg.enforce);
-        assert_eq!(cfg.capacity.mode, CapacityMode::Kernel);
-        assert!(cfg.protect_ancestors);
+        assert_eq!(cfg.capacity.mode, CapacityMode::Reserve);
+        assert!(!cfg.protect_ancestors);
         let (kernel, _) = parse("[capacity]\nmode = \"kernel\"").expect("work-conserving");
         assert_eq!(kernel.capacity.mode, CapacityMode::Kernel);
         let (auto, _) = parse("[capacity]\nmode = \"auto\"").expect("the earlier name");

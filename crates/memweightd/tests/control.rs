@@ -617,6 +617,31 @@ fn ctl_line(socket: &Path, command: Command) -> Result<Reply, ErrorReply> {
     ctl::parse_response(line.trim_end()).expect("answer of this version")
 }
 
+/// The daemon's tick count from a `status` over `socket`; `None` while it does not answer.
+fn tick_of(socket: &Path) -> Option<u64> {
+    match ctl_line(socket, Command::Status) {
+        Ok(Reply::Status(st)) => Some(st.pool.tick),
+        _ => None,
+    }
+}
+
+/// Starts memweightd on `config` (stderr piped, for [`stop`]'s log) and waits for its first
+/// tick: the child and its control socket.
+fn start_daemon(tree: &Tree, config: &Path) -> (std::process::Child, PathBuf) {
+    let child = Process::new(env!("CARGO_BIN_EXE_memweightd"))
+        .arg("--config")
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn memweightd");
+    let socket = tree.socket();
+    wait_for("the first tick", || {
+        socket.exists() && tick_of(&socket).is_some()
+    });
+    (child, socket)
+}
+
 fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !ok() {
@@ -739,21 +764,7 @@ fn daemon_binary_serves_socket_and_metrics_and_keeps_overrides_across_restart() 
 fn regression_reload_with_tick_1e300_keeps_the_daemon_and_its_config() {
     let tree = Tree::new();
     let config = tree.write_config(RULES);
-    let child = Process::new(env!("CARGO_BIN_EXE_memweightd"))
-        .arg("--config")
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn memweightd");
-    let socket = tree.socket();
-    let tick_of = |s: &Path| match ctl_line(s, Command::Status) {
-        Ok(Reply::Status(st)) => Some(st.pool.tick),
-        _ => None,
-    };
-    wait_for("the first tick", || {
-        socket.exists() && tick_of(&socket).is_some()
-    });
+    let (child, socket) = start_daemon(&tree, &config);
 
     let good = std::fs::read_to_string(&config).expect("read config");
     std::fs::write(&config, good.replace("tick = \"100ms\"", "tick = 1e300")).expect("write");
@@ -967,21 +978,7 @@ fn regression_1100_idle_metrics_connections_do_not_stop_the_daemon() {
         tree.config_text(&format!("listen = \"{addr}\""), RULES),
     )
     .expect("write config");
-    let child = Process::new(env!("CARGO_BIN_EXE_memweightd"))
-        .arg("--config")
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn memweightd");
-    let socket = tree.socket();
-    let tick_of = |s: &Path| match ctl_line(s, Command::Status) {
-        Ok(Reply::Status(st)) => Some(st.pool.tick),
-        _ => None,
-    };
-    wait_for("the first tick", || {
-        socket.exists() && tick_of(&socket).is_some()
-    });
+    let (child, socket) = start_daemon(&tree, &config);
     wait_for("the metrics endpoint", || {
         std::net::TcpStream::connect(&addr).is_ok()
     });
@@ -1017,21 +1014,7 @@ fn regression_a_flood_of_set_requests_does_not_starve_the_tick() {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     let tree = Tree::new();
     let config = tree.write_config(RULES);
-    let child = Process::new(env!("CARGO_BIN_EXE_memweightd"))
-        .arg("--config")
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn memweightd");
-    let socket = tree.socket();
-    let tick_of = |s: &Path| match ctl_line(s, Command::Status) {
-        Ok(Reply::Status(st)) => Some(st.pool.tick),
-        _ => None,
-    };
-    wait_for("the first tick", || {
-        socket.exists() && tick_of(&socket).is_some()
-    });
+    let (child, socket) = start_daemon(&tree, &config);
     let flooding = Arc::new(AtomicBool::new(true));
     let done = Arc::new(AtomicU64::new(0));
     let flood: Vec<_> = (0..8_u32)
@@ -1103,10 +1086,6 @@ fn regression_control_group_without_cap_chown_keeps_managing_and_serves_root() {
         .spawn()
         .expect("spawn memweightd without CAP_CHOWN");
     let socket = tree.socket();
-    let tick_of = |s: &Path| match ctl_line(s, Command::Status) {
-        Ok(Reply::Status(st)) => Some(st.pool.tick),
-        _ => None,
-    };
     wait_for("root served on the socket", || {
         socket.exists() && tick_of(&socket).is_some()
     });
