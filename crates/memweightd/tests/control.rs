@@ -617,6 +617,40 @@ fn ctl_line(socket: &Path, command: Command) -> Result<Reply, ErrorReply> {
     ctl::parse_response(line.trim_end()).expect("answer of this version")
 }
 
+/// Serves `ctl` on the tree's socket with `[control] group = "memweight-test"` resolved by
+/// `lookup`, the socket and its directories open to every user so that the daemon's own check
+/// decides who gets in: the socket, the server's task and the loop's.
+fn serve_for_group(
+    tree: &Tree,
+    ctl: Controller,
+    lookup: server::GroupLookup,
+) -> (
+    PathBuf,
+    tokio::task::JoinHandle<impl Sized>,
+    tokio::task::JoinHandle<Controller>,
+) {
+    use std::os::unix::fs::PermissionsExt;
+    let mut cfg = ctl.config().control.clone();
+    cfg.group = Some("memweight-test".into());
+    let server = Server::bind_with(&cfg, lookup).expect("bind");
+    let socket = tree.socket();
+    for p in [tree.dir.path().to_owned(), tree.dir.path().join("run")] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let (tx, rx) = mpsc::channel(8);
+    let serving = tokio::spawn(server.serve(tx));
+    let (snap_tx, _r) = watch::channel(None);
+    let looping = spawn_loop(
+        ctl,
+        tree.dir.path().join("memweight.toml"),
+        rx,
+        snap_tx,
+        Metrics::default(),
+    );
+    (socket, serving, looping)
+}
+
 /// The daemon's tick count from a `status` over `socket`; `None` while it does not answer.
 fn tick_of(socket: &Path) -> Option<u64> {
     match ctl_line(socket, Command::Status) {
@@ -892,20 +926,7 @@ async fn regression_group_membership_is_read_per_request() {
             })
         })
     };
-    let mut cfg = ctl.config().control.clone();
-    cfg.group = Some("memweight-test".into());
-    let server = Server::bind_with(&cfg, lookup).expect("bind");
-    let socket = tree.socket();
-    use std::os::unix::fs::PermissionsExt;
-    for p in [tree.dir.path().to_owned(), tree.dir.path().join("run")] {
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    }
-    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).expect("chmod");
-    let (tx, rx) = mpsc::channel(8);
-    let serving = tokio::spawn(server.serve(tx));
-    let (snap_tx, _r) = watch::channel(None);
-    let config = tree.dir.path().join("memweight.toml");
-    let looping = spawn_loop(ctl, config, rx, snap_tx, Metrics::default());
+    let (socket, serving, looping) = serve_for_group(&tree, ctl, lookup);
 
     let e = status_as_nobody(&socket)
         .await
@@ -1151,25 +1172,7 @@ async fn regression_a_member_holding_sixteen_connections_does_not_lock_root_out(
             members: Vec::new(),
         })
     });
-    let mut cfg = ctl.config().control.clone();
-    cfg.group = Some("memweight-test".into());
-    let server = Server::bind_with(&cfg, lookup).expect("bind");
-    let socket = tree.socket();
-    use std::os::unix::fs::PermissionsExt;
-    for p in [tree.dir.path().to_owned(), tree.dir.path().join("run")] {
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    }
-    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).expect("chmod");
-    let (tx, rx) = mpsc::channel(8);
-    let serving = tokio::spawn(server.serve(tx));
-    let (snap_tx, _r) = watch::channel(None);
-    let looping = spawn_loop(
-        ctl,
-        tree.dir.path().join("memweight.toml"),
-        rx,
-        snap_tx,
-        Metrics::default(),
-    );
+    let (socket, serving, looping) = serve_for_group(&tree, ctl, lookup);
     let exe = std::env::current_exe().expect("test binary");
     let mut holder = Process::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
