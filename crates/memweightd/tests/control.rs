@@ -447,36 +447,8 @@ async fn a_peer_outside_root_and_the_group_is_refused() {
         eprintln!("skipping the real-connection part: needs root and setpriv");
     } else {
         // This test binary again, as nobody, running only `client_helper`.
-        let exe = std::env::current_exe().expect("test binary");
-        let sock = socket.clone();
-        let out = tokio::task::spawn_blocking(move || {
-            Process::new("setpriv")
-                .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-                .arg(exe)
-                .args([
-                    "--exact",
-                    "client_helper",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env("MEMWEIGHT_TEST_CLIENT_SOCKET", &sock)
-                .output()
-                .expect("run the helper as nobody")
-        })
-        .await
-        .expect("join");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let line = stdout
-            .lines()
-            .find_map(|l| l.split_once("ANSWER ").map(|(_, a)| a))
-            .unwrap_or_else(|| {
-                panic!(
-                    "helper printed no answer: {stdout}\n{}",
-                    String::from_utf8_lossy(&out.stderr)
-                )
-            });
-        let e = ctl::parse_response(line)
-            .expect("answer of this version")
+        let e = status_as_nobody(&socket)
+            .await
             .expect_err("nobody is refused");
         assert_eq!(e.kind, ErrorKind::PermissionDenied);
         assert!(
@@ -867,17 +839,19 @@ async fn regression_a_request_that_timed_out_is_not_carried_out_later() {
 
 /// Runs `client_helper` (a `status` request) as nobody (uid/gid 65534); its answer.
 async fn status_as_nobody(socket: &Path) -> Result<Reply, ErrorReply> {
-    status_as(socket, "--clear-groups").await
+    status_as(socket, 65534, "--clear-groups").await
 }
 
-/// Runs `client_helper` as nobody with `groups` (a `setpriv` option: `--clear-groups`,
-/// `--groups=4242`); its answer.
-async fn status_as(socket: &Path, groups: &'static str) -> Result<Reply, ErrorReply> {
+/// Runs `client_helper` as `uid` (and its gid) with `groups` (a `setpriv` option:
+/// `--clear-groups`, `--groups=4242`); its answer.
+async fn status_as(socket: &Path, uid: u32, groups: &'static str) -> Result<Reply, ErrorReply> {
     let exe = std::env::current_exe().expect("test binary");
     let sock = socket.to_owned();
     let out = tokio::task::spawn_blocking(move || {
         Process::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", groups, "--"])
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .args([groups, "--"])
             .arg(exe)
             .args([
                 "--exact",
@@ -887,7 +861,7 @@ async fn status_as(socket: &Path, groups: &'static str) -> Result<Reply, ErrorRe
             ])
             .env("MEMWEIGHT_TEST_CLIENT_SOCKET", &sock)
             .output()
-            .expect("run the helper as nobody")
+            .expect("run the helper as another user")
     })
     .await
     .expect("join");
@@ -944,7 +918,7 @@ async fn regression_group_membership_is_read_per_request() {
     assert_eq!(e.kind, ErrorKind::PermissionDenied);
     // Issue 23: a supplementary group counts, read from the socket (SO_PEERGROUPS) and not
     // from /proc/<pid>/status, which may be another process's once the client's PID is reused.
-    match status_as(&socket, "--groups=4242").await {
+    match status_as(&socket, 65534, "--groups=4242").await {
         Ok(_) => {}
         Err(e) => assert_eq!(e.kind, ErrorKind::NotReady, "{}", e.message),
     }
@@ -1200,27 +1174,10 @@ async fn regression_a_member_holding_sixteen_connections_does_not_lock_root_out(
     // While nobody holds its connections: root is served, and another user gets a slot (and
     // is refused for not being in the group, not for a full socket).
     assert!(status_or_not_ready(&socket).await, "root must be served");
-    let other = tokio::task::spawn_blocking({
-        let exe = std::env::current_exe().expect("test binary");
-        let socket = socket.clone();
-        move || {
-            Process::new("setpriv")
-                .args(["--reuid=65533", "--regid=65533", "--clear-groups", "--"])
-                .arg(exe)
-                .args([
-                    "--exact",
-                    "client_helper",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env("MEMWEIGHT_TEST_CLIENT_SOCKET", &socket)
-                .output()
-                .expect("run the helper as uid 65533")
-        }
-    })
-    .await
-    .expect("join");
-    let out = String::from_utf8_lossy(&other.stdout);
+    let out = match status_as(&socket, 65533, "--clear-groups").await {
+        Ok(r) => format!("{r:?}"),
+        Err(e) => e.message,
+    };
     assert!(
         out.contains("permission denied: uid 65533") && !out.contains("busy"),
         "{out}"
