@@ -18,6 +18,8 @@
 //! * [`containers`]: container names and labels from the podman/docker API, refreshed by a
 //!   background task the loop never waits on.
 //! * [`labels`]: what container labels ask for, bounded by their rule (pure).
+//! * [`annotations`]: a pod's `memweight.io/*` annotations (podman's libpod inspect, once per
+//!   container without labels); labels win.
 //! * [`controller`]: the state owner and the tick, in rooms: membership (discovery, settings
 //!   resolved once per tick), sampling, jobs (writes, restores), report.
 //! * [`ledger`]: every original limit (managed cgroups and ancestors) and its copy on disk;
@@ -36,6 +38,7 @@
 //! * [`systemd`]: readiness and watchdog notifications, and `tick` checked against the
 //!   service's watchdog.
 
+pub mod annotations;
 pub mod commands;
 pub mod containers;
 pub mod controller;

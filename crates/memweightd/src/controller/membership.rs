@@ -112,11 +112,16 @@ impl Controller {
             rule: rule.name.clone(),
         };
         let container = self.snap.for_cgroup(path);
-        let prefix = &self.cfg.containers.label_prefix;
-        let (labels, label_errors) = container.map_or_else(
+        // The container's labels, or its pod's annotations when it has no labels.
+        let label_prefix = self.cfg.containers.label_prefix.as_str();
+        let (asked, prefix) = container.map_or((None, label_prefix), |c| {
+            let (asked, prefix) = crate::annotations::requests(c, label_prefix);
+            (Some(asked), prefix)
+        });
+        let (labels, label_errors) = asked.map_or_else(
             || (None, Vec::new()),
-            |c| {
-                let (v, errors) = labels::parse_labels(&c.labels, prefix);
+            |asked| {
+                let (v, errors) = labels::parse_labels(asked, prefix);
                 (Some(v), errors)
             },
         );
