@@ -20,6 +20,7 @@
 //! * [`labels`]: what container labels ask for, bounded by their rule (pure).
 //! * [`annotations`]: a pod's `memweight.io/*` annotations (podman's libpod inspect, once per
 //!   container without labels); labels win.
+//! * [`cgroupns`]: the daemon's own cgroup from inside a container's cgroup namespace.
 //! * [`controller`]: the state owner and the tick, in rooms: membership (discovery, settings
 //!   resolved once per tick), sampling, jobs (writes, restores), report.
 //! * [`ledger`]: every original limit (managed cgroups and ancestors) and its copy on disk;
@@ -39,6 +40,7 @@
 //!   service's watchdog.
 
 pub mod annotations;
+pub mod cgroupns;
 pub mod commands;
 pub mod containers;
 pub mod controller;
