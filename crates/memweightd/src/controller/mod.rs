@@ -212,7 +212,12 @@ impl Controller {
     fn with_forbidden(mut self) -> Self {
         let own = std::fs::read_to_string(self.cfg.proc_root.join("self/cgroup")).ok();
         self.forbidden = forbidden_cgroups(own.as_deref(), &self.cfg.cgroup_root);
-        if own
+        if let Some(path) = own.as_deref().and_then(crate::outside::own_cgroup) {
+            // The host's cgroup namespace, its tree mounted at another cgroup_root (a hostPath
+            // at /host/sys/fs/cgroup): the path is the host's, relative to that root too.
+            self.forbidden
+                .extend(crate::cgroupns::with_ancestors(&path));
+        } else if own
             .as_deref()
             .is_some_and(crate::cgroupns::at_namespace_root)
         {
