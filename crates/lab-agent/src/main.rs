@@ -285,6 +285,8 @@ struct Workload {
     removed: bool,
     /// Host guest: where podman writes the container id, until the cgroup is known.
     cidfile: Option<PathBuf>,
+    /// Host guest, `kube = true`: the pod's annotations (started with `podman kube play`).
+    kube: Option<std::collections::BTreeMap<String, String>>,
 }
 
 impl Workload {
@@ -375,6 +377,7 @@ impl Lab {
                 client: None,
                 removed: false,
                 cidfile: None,
+                kube: None,
             });
         }
         if scenario.daemon.enabled {
@@ -429,6 +432,7 @@ impl Lab {
                 client: None,
                 removed: false,
                 cidfile: Some(Path::new(WORK_DIR).join(format!("{}.cid", c.name))),
+                kube: c.kube.then(|| c.annotations.clone()),
             })
             .collect();
         Lab::new(
@@ -451,10 +455,9 @@ impl Lab {
             let Some(cid) = host::parse_cid(&text) else {
                 continue;
             };
-            let dir = host::container_cgroup(scenario.runtime, cid);
-            if !dir.exists() {
+            let Some(dir) = host::find_container_cgroup(scenario.runtime, cid) else {
                 continue;
-            }
+            };
             let mut problems = Vec::new();
             if let Some(high) = spec.initial_high
                 && let Err(e) = write_file(&dir.join("memory.high"), &high.to_string())
@@ -577,13 +580,21 @@ impl Lab {
         let log = Path::new(WORK_DIR).join(format!("workload-{}.stderr", w.name));
         let dir = w.dir.clone();
         let name = w.name.clone();
-        let mut child = match &w.cidfile {
-            Some(cidfile) => {
+        let mut child = match (&w.cidfile, &w.kube) {
+            (Some(cidfile), Some(annotations)) => {
+                let pod_file = Path::new(WORK_DIR).join(format!("{name}.pod.json"));
+                fs::write(&pod_file, host::kube_pod(&name, annotations, argv))
+                    .with_context(|| format!("cannot write {}", pod_file.display()))?;
+                let context = host::kube_image_context()?;
+                let script = host::kube_script(&name, &context, &pod_file, cidfile);
+                start_logged(&["sh".to_owned(), "-c".to_owned(), script], &log)?
+            }
+            (Some(cidfile), None) => {
                 let labels = labels.cloned().unwrap_or_default();
                 let argv = host::run_argv(self.runtime, &name, &labels, argv, cidfile);
                 start_logged(&argv, &log)?
             }
-            None => self.start_in_cgroup(&dir, argv, &log)?,
+            (None, _) => self.start_in_cgroup(&dir, argv, &log)?,
         };
         self.read_ops(&name, &mut child);
         let t = self.now();
