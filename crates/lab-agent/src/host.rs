@@ -170,18 +170,22 @@ pub fn kube_image_context() -> Result<PathBuf> {
     Ok(dir.to_path_buf())
 }
 
-/// The shell line that starts a `kube = true` cgroup: builds [`KUBE_WORKLOAD_IMAGE`] from
-/// `context` once (under a lock: the pods start together), plays `pod_file`, writes the
-/// container's id to `cidfile` (as `podman run --cidfile` would), then follows the container's
-/// output (the workload's JSON lines) until it ends.
+/// The lock every `podman kube play` of a run takes ([`kube_script`], and the scenario's own
+/// plays): the pods start together, and the first play of a boot builds podman's pause image.
+pub const KUBE_LOCK: &str = "/tmp/lab/kube.lock";
+
+/// The shell line that starts a `kube = true` cgroup: under [`KUBE_LOCK`], builds
+/// [`KUBE_WORKLOAD_IMAGE`] from `context` unless it exists and plays `pod_file`; then writes
+/// the container's id to `cidfile` (as `podman run --cidfile` would) and follows the
+/// container's output (the workload's JSON lines) until it ends.
 pub fn kube_script(name: &str, context: &Path, pod_file: &Path, cidfile: &Path) -> String {
     let image = KUBE_WORKLOAD_IMAGE;
     let (context, pod, cid) = (context.display(), pod_file.display(), cidfile.display());
     format!(
         "set -e\n\
-         flock /tmp/lab/kube-image.lock sh -c \
-         'podman image exists {image} || podman build -q -t {image} {context} >&2'\n\
-         podman kube play {pod} >&2\n\
+         flock {KUBE_LOCK} sh -c \
+         'podman image exists {image} || podman build -q -t {image} {context} >&2; \
+         podman kube play {pod} >&2'\n\
          podman inspect -f '{{{{.Id}}}}' {name}-work > {cid}\n\
          exec podman logs -f {name}-work\n"
     )
