@@ -357,7 +357,8 @@ pub struct ContainersConfig {
     /// The engine's API socket; `None` = the first of [`DEFAULT_ENGINE_SOCKETS`] that exists,
     /// looked up again at each refresh.
     pub socket: Option<PathBuf>,
-    /// How often the list of running containers is fetched.
+    /// The shortest time between two requests for the list of running containers: it is
+    /// fetched when the containers' cgroups change, and every 30 refreshes otherwise.
     pub refresh: Interval,
     /// Labels read are `<prefix>weight`, `<prefix>min` and `<prefix>max`.
     pub label_prefix: String,
