@@ -78,8 +78,8 @@ struct Managed {
     /// The last full sample (all ten files) and the tick it was taken at; reused, with
     /// `memory.current` read afresh, while the cgroup is steady ([`Controller::sample_cheap`]).
     last: Option<Box<CgroupSample>>,
-    /// Bytes it faulted back (`workingset_refault_*`) between its last two full samples; 0
-    /// while its sample is reused.
+    /// Bytes it faulted back (`workingset_refault_*`) between its last two full samples,
+    /// kept while its sample is reused.
     refaulted: u64,
     /// The next tick must take a full sample: the daemon wrote to the cgroup.
     refresh: bool,
