@@ -240,8 +240,7 @@ pub fn step(
                 Level::Exact { .. } if conserving => d.level_share.filter(|&l| {
                     l < r.sample.current
                         || (limit_above(r.originals.high, r.sample.high)
-                            && r
-                                .sample
+                            && r.sample
                                 .current
                                 .saturating_add(guard_of(law, r.reclaim_supported).of(l))
                                 >= l)

@@ -3,7 +3,7 @@
 
 use std::cmp::Ordering;
 
-use super::{Slot, Totals};
+use super::Slot;
 
 /// A non-negative rational `num/den`; `den == 0` stands for +∞.
 #[derive(Debug, Clone, Copy)]
@@ -265,4 +265,3 @@ fn estimate_bracket(
         (p, q)
     }
 }
-

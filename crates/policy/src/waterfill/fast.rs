@@ -134,7 +134,11 @@ const MARGIN: f64 = 1e-9;
 ///
 /// The classification is the first pass of the rounding, too: it returns the shares of the
 /// slots at a bound and the list of the others.
-pub(super) fn fill_fast(cap: u128, slots: &[Slot], totals: &Totals) -> Option<(u128, u128, Classified)> {
+pub(super) fn fill_fast(
+    cap: u128,
+    slots: &[Slot],
+    totals: &Totals,
+) -> Option<(u128, u128, Classified)> {
     if totals.weight == 0 {
         return None;
     }
@@ -289,4 +293,3 @@ fn approximate_level(cap_f: f64, approx: &Approx, top: f64, start: f64) -> Optio
     }
     None
 }
-
