@@ -40,26 +40,14 @@ pub(crate) fn pool() -> Pool {
         tick: 3,
         enforce: true,
         capacity: 4 << 30,
-        shortfall: 0,
-        psi_cut: 0,
-        reserve: 0,
-        own_stall: 0.0,
-        guards: 0,
-        held: false,
-        reclaiming: false,
-        yielding: false,
-        outside_stall: None,
-        enforcing: false,
         total_usage: 4000 << 20,
         total_weight: 6,
-        pressure: false,
-        overcommitted: false,
         mem_total: 8 << 30,
         mem_available: 3 << 30,
-        swap_free: 0,
         host_psi_some_avg10: Some(0.0),
         host_psi_full_avg10: Some(0.0),
         duration_us: 120,
+        ..Pool::default()
     }
 }
 
