@@ -3,7 +3,7 @@
 //! Kubernetes users write intent as pod annotations with a domain prefix, not as container
 //! labels. `podman kube play` copies a pod's `metadata.annotations` into the OCI annotations of
 //! each of the pod's containers (`pkg/specgen/generate/kube`: `s.Annotations`), where only the
-//! libpod inspect shows them (`GET /libpod/containers/{id}/json`, `Config.Annotations`): the
+//! libpod inspect shows them (`GET /v4.0.0/libpod/containers/{id}/json`, `Config.Annotations`): the
 //! Docker-compatible list that [`crate::containers`] reads carries labels, not annotations.
 //! (It does carry the pod's `metadata.labels`: kube play adds them to every container's labels.)
 //!
@@ -41,6 +41,10 @@ use tracing::debug;
 
 use crate::containers::{Container, EngineError, HEAD_LIMIT};
 
+/// The libpod API is asked under a version prefix (`/v4.0.0/libpod/...`): podman serves its
+/// own endpoints only so (podman 4.3.1 in the lab's host guest answered an unversioned
+/// `/libpod/containers/{id}/json` with 404 "page not found", which reads as docker's "no libpod
+/// API" and left every pod's annotations unread); any version from 4.0.0 on answers the same.
 /// The annotations read: `memweight.io/weight`, `memweight.io/min`, `memweight.io/max`.
 pub const ANNOTATION_PREFIX: &str = "memweight.io/";
 /// The largest inspect answer read (podman's is a few KiB per container).
@@ -64,7 +68,7 @@ pub fn requests<'a>(
     }
 }
 
-/// Reads a libpod inspect answer (`GET /libpod/containers/{id}/json`): the string values of
+/// Reads a libpod inspect answer (`GET /v4.0.0/libpod/containers/{id}/json`): the string values of
 /// `Config.Annotations` whose key starts with `prefix`. Anything else in the object is skipped
 /// without being built; a missing or malformed `Config` or `Annotations` reads as none;
 /// anything but one JSON object is an error.
@@ -354,12 +358,12 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// `GET /libpod/containers/{id}/json` on `socket`, bounded by [`HEAD_LIMIT`] and
+/// `GET /v4.0.0/libpod/containers/{id}/json` on `socket`, bounded by [`HEAD_LIMIT`] and
 /// [`MAX_INSPECT_BODY`] (the caller bounds the time).
 async fn inspect(socket: &Path, id: &str) -> Result<Inspected, EngineError> {
     let (status, body) = get(
         socket,
-        &format!("/libpod/containers/{id}/json"),
+        &format!("/v4.0.0/libpod/containers/{id}/json"),
         MAX_INSPECT_BODY,
     )
     .await?;
@@ -373,7 +377,7 @@ async fn inspect(socket: &Path, id: &str) -> Result<Inspected, EngineError> {
             }),
         _ => Err(EngineError::Body {
             path: socket.to_owned(),
-            message: format!("GET /libpod/containers/{id}/json answered {status}"),
+            message: format!("GET /v4.0.0/libpod/containers/{id}/json answered {status}"),
         }),
     }
 }
@@ -564,7 +568,7 @@ mod tests {
         }
     }
 
-    /// A fake engine: answers `/libpod/containers/<id>/json` from `inspects` (404 "no such
+    /// A fake engine: answers `/v4.0.0/libpod/containers/<id>/json` from `inspects` (404 "no such
     /// container" for other ids, or 404 "page not found" for every path when `docker`), and
     /// counts the requests.
     struct Engine {
@@ -602,7 +606,7 @@ mod tests {
                         let path = text.split(' ').nth(1).unwrap_or("").to_owned();
                         seen.lock().expect("seen").push(path.clone());
                         let id = path
-                            .strip_prefix("/libpod/containers/")
+                            .strip_prefix("/v4.0.0/libpod/containers/")
                             .and_then(|p| p.strip_suffix("/json"))
                             .unwrap_or("");
                         let (status, body) = match (docker, inspects.get(id)) {
@@ -672,8 +676,8 @@ mod tests {
         assert_eq!(
             engine.requests(),
             [
-                format!("/libpod/containers/{ID}/json"),
-                format!("/libpod/containers/{gone}/json")
+                format!("/v4.0.0/libpod/containers/{ID}/json"),
+                format!("/v4.0.0/libpod/containers/{gone}/json")
             ],
             "one request per unlabelled id, none for the labelled one"
         );

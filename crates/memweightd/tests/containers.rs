@@ -39,7 +39,7 @@ enum Answer {
 }
 
 /// A Docker-compatible API on a Unix socket that answers `GET /containers/json`, and, given
-/// libpod inspect answers ([`FakeEngine::start_podman`]), `GET /libpod/containers/{id}/json`
+/// libpod inspect answers ([`FakeEngine::start_podman`]), `GET /v4.0.0/libpod/containers/{id}/json`
 /// as podman does (404 "no such container" for other ids); without them every other path is
 /// docker's 404 "page not found".
 struct FakeEngine {
@@ -81,7 +81,7 @@ impl FakeEngine {
                     }
                     let head = String::from_utf8_lossy(&request);
                     let inspect = head
-                        .strip_prefix("GET /libpod/containers/")
+                        .strip_prefix("GET /v4.0.0/libpod/containers/")
                         .and_then(|rest| rest.split_once("/json "))
                         .map(|(id, _)| id.to_owned());
                     if let (Some(id), false) = (inspect, inspects.is_empty()) {
