@@ -32,14 +32,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, LengthLimitError, Limited};
-use hyper_util::rt::TokioIo;
-use tokio::net::UnixStream;
-use tokio::task::JoinHandle;
 use tracing::debug;
 
-use crate::containers::{Container, EngineError, HEAD_LIMIT};
+use crate::containers::{Container, EngineError, get};
 
 /// The libpod API is asked under a version prefix (`/v4.0.0/libpod/...`): podman serves its
 /// own endpoints only so (podman 4.3.1 in the lab's host guest answered an unversioned
@@ -349,16 +344,8 @@ fn inspectable(id: &str) -> bool {
     !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// Aborts the HTTP connection task when the request is done or abandoned.
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// `GET /v4.0.0/libpod/containers/{id}/json` on `socket`, bounded by [`HEAD_LIMIT`] and
+/// `GET /v4.0.0/libpod/containers/{id}/json` on `socket`, bounded by
+/// [`crate::containers::HEAD_LIMIT`] and
 /// [`MAX_INSPECT_BODY`] (the caller bounds the time).
 async fn inspect(socket: &Path, id: &str) -> Result<Inspected, EngineError> {
     let (status, body) = get(
@@ -395,64 +382,13 @@ fn classify_not_found(body: &[u8]) -> Inspected {
     }
 }
 
-/// One GET on the engine's socket: the status and at most `max_body` bytes of body.
-async fn get(socket: &Path, path: &str, max_body: usize) -> Result<(u16, Bytes), EngineError> {
-    let http = |e: &dyn std::fmt::Display| EngineError::Http {
-        path: socket.to_owned(),
-        message: e.to_string(),
-    };
-    let too_large = || EngineError::TooLarge {
-        path: socket.to_owned(),
-        limit: max_body,
-    };
-    let stream = UnixStream::connect(socket)
-        .await
-        .map_err(|source| EngineError::Connect {
-            path: socket.to_owned(),
-            source,
-        })?;
-    let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
-        .max_buf_size(HEAD_LIMIT)
-        .handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| http(&e))?;
-    let _conn = AbortOnDrop(tokio::spawn(async move {
-        if let Err(e) = conn.await {
-            debug!(error = %e, "container engine connection ended");
-        }
-    }));
-    let request = hyper::Request::get(path)
-        .header(hyper::header::HOST, "localhost")
-        .header(hyper::header::ACCEPT, "application/json")
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| http(&e))?;
-    let response = sender.send_request(request).await.map_err(|e| http(&e))?;
-    let status = response.status().as_u16();
-    if usize::try_from(hyper::body::Body::size_hint(response.body()).lower())
-        .map_or(true, |n| n > max_body)
-    {
-        return Err(too_large());
-    }
-    let body = Limited::new(response.into_body(), max_body)
-        .collect()
-        .await
-        .map_err(|e| {
-            if e.is::<LengthLimitError>() {
-                too_large()
-            } else {
-                http(&*e)
-            }
-        })?
-        .to_bytes();
-    Ok((status, body))
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::UnixListener;
+    use tokio::task::JoinHandle;
 
     use super::*;
 

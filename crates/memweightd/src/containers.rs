@@ -573,6 +573,28 @@ async fn list_unbounded(
     label_prefix: &str,
     max_body: usize,
 ) -> Result<Vec<Container>, EngineError> {
+    let (status, body) = get(socket, "/containers/json", max_body).await?;
+    if !(200..300).contains(&status) {
+        return Err(EngineError::Status {
+            path: socket.to_owned(),
+            status,
+        });
+    }
+    parse_list(&body, label_prefix).map_err(|message| EngineError::Body {
+        path: socket.to_owned(),
+        message,
+    })
+}
+
+/// One GET of `path` on the engine's socket: the status and at most `max_body` bytes of body.
+/// An answer that says it is larger is not read at all; one that grows larger as it streams in
+/// is cut off there (never more than `max_body` bytes held). The list and
+/// [`crate::annotations`]' inspections both go through it.
+pub(crate) async fn get(
+    socket: &Path,
+    path: &str,
+    max_body: usize,
+) -> Result<(u16, Bytes), EngineError> {
     let http = |e: &dyn std::fmt::Display| EngineError::Http {
         path: socket.to_owned(),
         message: e.to_string(),
@@ -597,25 +619,18 @@ async fn list_unbounded(
             debug!(error = %e, "container engine connection ended");
         }
     }));
-    let request = hyper::Request::get("/containers/json")
+    let request = hyper::Request::get(path)
         .header(hyper::header::HOST, "localhost")
         .header(hyper::header::ACCEPT, "application/json")
         .body(Empty::<Bytes>::new())
         .map_err(|e| http(&e))?;
     let response = sender.send_request(request).await.map_err(|e| http(&e))?;
-    if !response.status().is_success() {
-        return Err(EngineError::Status {
-            path: socket.to_owned(),
-            status: response.status().as_u16(),
-        });
-    }
-    // An answer that says it is too large is not read at all.
+    let status = response.status().as_u16();
     if usize::try_from(hyper::body::Body::size_hint(response.body()).lower())
         .map_or(true, |n| n > max_body)
     {
         return Err(too_large());
     }
-    // Counted as it streams in: no more than `max_body` bytes are ever held.
     let body = Limited::new(response.into_body(), max_body)
         .collect()
         .await
@@ -627,10 +642,7 @@ async fn list_unbounded(
             }
         })?
         .to_bytes();
-    parse_list(&body, label_prefix).map_err(|message| EngineError::Body {
-        path: socket.to_owned(),
-        message,
-    })
+    Ok((status, body))
 }
 
 /// The running task: the latest snapshot, and the channel reloads send new settings on.
