@@ -345,13 +345,14 @@ fn inspectable(id: &str) -> bool {
 }
 
 /// `GET /v4.0.0/libpod/containers/{id}/json` on `socket`, bounded by
-/// [`crate::containers::HEAD_LIMIT`] and
-/// [`MAX_INSPECT_BODY`] (the caller bounds the time).
+/// [`crate::containers::HEAD_LIMIT`] and [`MAX_INSPECT_BODY`] (the caller bounds the time).
+/// Every answer's body is read: a 404's says whose it is.
 async fn inspect(socket: &Path, id: &str) -> Result<Inspected, EngineError> {
     let (status, body) = get(
         socket,
         &format!("/v4.0.0/libpod/containers/{id}/json"),
         MAX_INSPECT_BODY,
+        |_| true,
     )
     .await?;
     match status {

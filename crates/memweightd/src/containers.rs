@@ -573,13 +573,10 @@ async fn list_unbounded(
     label_prefix: &str,
     max_body: usize,
 ) -> Result<Vec<Container>, EngineError> {
-    let (status, body) = get(socket, "/containers/json", max_body).await?;
-    if !(200..300).contains(&status) {
-        return Err(EngineError::Status {
-            path: socket.to_owned(),
-            status,
-        });
-    }
+    let (_, body) = get(socket, "/containers/json", max_body, |status| {
+        (200..300).contains(&status)
+    })
+    .await?;
     parse_list(&body, label_prefix).map_err(|message| EngineError::Body {
         path: socket.to_owned(),
         message,
@@ -587,13 +584,15 @@ async fn list_unbounded(
 }
 
 /// One GET of `path` on the engine's socket: the status and at most `max_body` bytes of body.
-/// An answer that says it is larger is not read at all; one that grows larger as it streams in
-/// is cut off there (never more than `max_body` bytes held). The list and
+/// An answer whose status `wanted` refuses is [`EngineError::Status`], its body not read; one
+/// that says it is larger than `max_body` is not read at all; one that grows larger as it
+/// streams in is cut off there (never more than `max_body` bytes held). The list and
 /// [`crate::annotations`]' inspections both go through it.
 pub(crate) async fn get(
     socket: &Path,
     path: &str,
     max_body: usize,
+    wanted: impl Fn(u16) -> bool,
 ) -> Result<(u16, Bytes), EngineError> {
     let http = |e: &dyn std::fmt::Display| EngineError::Http {
         path: socket.to_owned(),
@@ -626,6 +625,12 @@ pub(crate) async fn get(
         .map_err(|e| http(&e))?;
     let response = sender.send_request(request).await.map_err(|e| http(&e))?;
     let status = response.status().as_u16();
+    if !wanted(status) {
+        return Err(EngineError::Status {
+            path: socket.to_owned(),
+            status,
+        });
+    }
     if usize::try_from(hyper::body::Body::size_hint(response.body()).lower())
         .map_or(true, |n| n > max_body)
     {
