@@ -224,6 +224,7 @@ pub fn step(
         .enumerate()
         .map(|(i, r)| {
             let d = &plan.decisions[i];
+            let guard = guard_of(law, r.reclaim_supported);
             let level = match plan.level {
                 // Work-conserving: memory.low carries the split; memory.high only follows a
                 // configured `max`, and the daemon reclaims nothing (see `ceiling` below).
@@ -240,10 +241,7 @@ pub fn step(
                 Level::Exact { .. } if conserving => d.level_share.filter(|&l| {
                     l < r.sample.current
                         || (limit_above(r.originals.high, r.sample.high)
-                            && r.sample
-                                .current
-                                .saturating_add(guard_of(law, r.reclaim_supported).of(l))
-                                >= l)
+                            && r.sample.current.saturating_add(guard.of(l)) >= l)
                 }),
                 Level::Exact { .. } => d.level_share,
                 // The floors alone overfill the pool: everyone is held at its floor.
@@ -265,7 +263,7 @@ pub fn step(
                 min_floor: law.min_floor,
                 max_step: law.max_step.of(r.sample.current).max(decide::PAGE),
                 reclaim: law.reclaim && r.reclaim_supported,
-                guard: guard_of(law, r.reclaim_supported),
+                guard,
                 centre: conserving,
             };
             // What memory.low protects. In `kernel` mode only a cgroup that reaches for memory
