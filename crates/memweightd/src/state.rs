@@ -6,18 +6,32 @@
 //! The file is JSON, replaced atomically (write to a temporary file in the same directory,
 //! fsync, rename, fsync the directory), so a crash or `kill -9` leaves either the old or the new
 //! state, never a torn one.
+//!
+//! **Two generations.** Before each replacement the file in place, if it is good (it loaded,
+//! or this process wrote it), is kept as `state.json.prev` (a hard link moved into place by a
+//! rename: there is always a complete `state.json`). A file found truncated or garbled at start
+//! (a full disk, a filesystem that lost data, a hand edit) is then not fatal: [`StateStore::load`]
+//! warns and uses the previous generation, and the corrupt file is never rotated over it. The
+//! previous generation lacks at most the last change (an original recorded or dropped in the
+//! last save); a cgroup whose original is missing from it is adopted afresh with what it holds,
+//! and one whose original is there is restored to it. A missing `state.json` is an empty state
+//! even when a `.prev` is there (moving the file aside is how an operator starts fresh).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use memweight_proto::cgroup_path;
 use serde::{Deserialize, Serialize};
+use tracing::warn;
 
 /// File name inside the state directory.
 pub const STATE_FILE: &str = "state.json";
+/// The previous good generation of [`STATE_FILE`], in the same directory.
+pub const PREV_FILE: &str = "state.json.prev";
 /// Version of the file's layout. Version 2 added [`Original::id`]; version 1 files (no ids)
 /// are read, and written back as version 2.
 pub const STATE_VERSION: u32 = 2;
@@ -48,7 +62,19 @@ pub enum StateError {
         /// [`STATE_VERSION`].
         understood: u32,
     },
-    /// The file is not valid state JSON.
+    /// The writer thread's last write of the file failed ([`crate::state_writer`]): it tries
+    /// again by itself.
+    #[error(
+        "state file {path} cannot be saved now ({message}); memweightd keeps trying: free space \
+         in the state directory or fix its permissions"
+    )]
+    Unsaved {
+        /// The file.
+        path: PathBuf,
+        /// Why the last write failed.
+        message: String,
+    },
+    /// The file is not valid state JSON (nor is its previous generation, if there is one).
     #[error(
         "state file {path} is corrupt ({message}); move it aside to start fresh — the original limits it recorded are then lost"
     )]
@@ -235,17 +261,33 @@ pub fn lock(dir: &Path) -> Result<StateLock, LockError> {
     }
 }
 
-/// Reads and writes the state file in one directory.
-#[derive(Debug, Clone)]
+/// Reads and writes the state file in one directory, keeping its previous good generation.
+#[derive(Debug)]
 pub struct StateStore {
     dir: PathBuf,
+    /// The `state.json` in place is good (it loaded, or this store wrote it): the next save
+    /// keeps it as [`PREV_FILE`]. A corrupt one is replaced without being kept, so that it
+    /// never takes the place of the good previous generation.
+    current_good: AtomicBool,
+}
+
+impl Clone for StateStore {
+    fn clone(&self) -> Self {
+        StateStore {
+            dir: self.dir.clone(),
+            current_good: AtomicBool::new(self.current_good.load(Ordering::SeqCst)),
+        }
+    }
 }
 
 impl StateStore {
     /// A store in `dir` (created on first save).
     #[must_use]
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        StateStore { dir: dir.into() }
+        StateStore {
+            dir: dir.into(),
+            current_good: AtomicBool::new(true),
+        }
     }
 
     /// The state file's path.
@@ -254,18 +296,93 @@ impl StateStore {
         self.dir.join(STATE_FILE)
     }
 
-    /// Loads the state; a missing file is an empty state.
+    /// The previous generation's path.
+    #[must_use]
+    pub fn prev_path(&self) -> PathBuf {
+        self.dir.join(PREV_FILE)
+    }
+
+    /// Loads the state; a missing file is an empty state. A corrupt file (not JSON, truncated,
+    /// a refused path or value) falls back to the previous generation, with a warning.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read, is from a newer memweightd, or is corrupt and so is (or there
+    /// is no) previous generation.
     pub fn load(&self) -> Result<State, StateError> {
         let path = self.path();
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(State::default()),
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                // Not UTF-8: garbled like any other corrupt file.
+                return self.fall_back(path, e.to_string());
+            }
             Err(source) => return Err(StateError::Io { path, source }),
         };
-        parse(&text).map_err(|e| e.into_state_error(path))
+        match parse(&text) {
+            Ok(state) => {
+                self.current_good.store(true, Ordering::SeqCst);
+                Ok(state)
+            }
+            Err(ParseError::Invalid(message)) => self.fall_back(path, message),
+            Err(e) => Err(e.into_state_error(path)),
+        }
     }
 
-    /// Replaces the state file atomically.
+    /// `state.json` is corrupt (`message`): the previous generation, if it is good.
+    fn fall_back(&self, path: PathBuf, message: String) -> Result<State, StateError> {
+        self.current_good.store(false, Ordering::SeqCst);
+        let prev = self.prev_path();
+        let text = match fs::read_to_string(&prev) {
+            Ok(t) => t,
+            Err(e) => {
+                return Err(StateError::Corrupt {
+                    path,
+                    message: format!(
+                        "{message}; no previous generation to use: {}: {e}",
+                        prev.display()
+                    ),
+                });
+            }
+        };
+        match parse(&text) {
+            Ok(state) => {
+                warn!(
+                    file = %path.display(),
+                    error = %message,
+                    previous = %prev.display(),
+                    originals = state.originals.len(),
+                    "the state file is corrupt; using its previous generation (it lacks at most \
+                     the last change: a cgroup adopted in it is adopted afresh). The corrupt \
+                     file is replaced at the next save; copy it away now to inspect it"
+                );
+                Ok(state)
+            }
+            Err(ParseError::Newer(found)) => Err(StateError::Corrupt {
+                path,
+                message: format!(
+                    "{message}; its previous generation {} is from a newer memweightd (version {found})",
+                    prev.display()
+                ),
+            }),
+            Err(ParseError::Invalid(m)) => Err(StateError::Corrupt {
+                path,
+                message: format!(
+                    "{message}; its previous generation {} is corrupt too ({m})",
+                    prev.display()
+                ),
+            }),
+        }
+    }
+
+    /// Replaces the state file atomically, keeping the one in place (if good) as the previous
+    /// generation.
+    ///
+    /// # Errors
+    ///
+    /// The directory, the new file or the rename failed; the file in place is then the
+    /// previous one.
     pub fn save(&self, state: &State) -> Result<(), StateError> {
         let io = |path: &Path| {
             let path = path.to_owned();
@@ -288,12 +405,37 @@ impl StateStore {
             f.write_all(&body).map_err(io(&tmp))?;
             f.sync_all().map_err(io(&tmp))?;
         }
+        if self.current_good.load(Ordering::SeqCst) {
+            self.keep_previous(&path);
+        }
         fs::rename(&tmp, &path).map_err(io(&path))?;
+        self.current_good.store(true, Ordering::SeqCst);
         if let Ok(d) = fs::File::open(&self.dir) {
-            // Persist the rename itself; a failure here only weakens durability.
+            // Persist the renames themselves; a failure here only weakens durability.
             let _ = d.sync_all();
         }
         Ok(())
+    }
+
+    /// Makes the file in place `state.json.prev`: a hard link under a temporary name renamed
+    /// over the old `.prev`, so both names always hold a complete file. Best effort: without
+    /// it the previous generation is only older.
+    fn keep_previous(&self, path: &Path) {
+        let link = self.dir.join(format!(".{PREV_FILE}.tmp"));
+        let _ = fs::remove_file(&link);
+        match fs::hard_link(path, &link) {
+            Ok(()) => {
+                if let Err(e) = fs::rename(&link, self.prev_path()) {
+                    let _ = fs::remove_file(&link);
+                    warn!(error = %e, dir = %self.dir.display(),
+                        "cannot keep the previous generation of the state file");
+                }
+            }
+            // Nothing in place yet: nothing to keep.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => warn!(error = %e, dir = %self.dir.display(),
+                "cannot keep the previous generation of the state file (hard link refused)"),
+        }
     }
 }
 
@@ -581,5 +723,101 @@ mod tests {
             .expect_err("corrupt")
             .to_string();
         assert!(err.contains("corrupt"), "{err}");
+    }
+
+    fn one_original(path: &str, id: u64) -> State {
+        let mut st = State::default();
+        st.originals.insert(
+            path.into(),
+            Original {
+                high: "max".into(),
+                low: "0".into(),
+                id: Some(id),
+            },
+        );
+        st
+    }
+
+    #[test]
+    fn each_save_keeps_the_one_before_as_the_previous_generation() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = StateStore::new(dir.path());
+        let first = one_original("lab/c1", 1);
+        store.save(&first).expect("save");
+        assert!(!store.prev_path().exists(), "nothing before the first save");
+        let mut second = first.clone();
+        second.originals.extend(one_original("lab/c2", 2).originals);
+        store.save(&second).expect("save");
+        let prev = parse(&fs::read_to_string(store.prev_path()).expect("prev")).expect("good");
+        assert_eq!(prev.originals, first.originals);
+        assert_eq!(store.load().expect("load").originals, second.originals);
+        assert!(!dir.path().join(".state.json.prev.tmp").exists());
+    }
+
+    #[test]
+    fn truncated_state_file_falls_back_to_the_previous_generation() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = StateStore::new(dir.path());
+        let first = one_original("lab/c1", 1);
+        store.save(&first).expect("save");
+        let mut second = first.clone();
+        second.originals.extend(one_original("lab/c2", 2).originals);
+        store.save(&second).expect("save");
+        // Cut the file in the middle, as a full disk or a lost write leaves it.
+        let text = fs::read_to_string(store.path()).expect("read");
+        fs::write(store.path(), &text[..text.len() / 2]).expect("truncate");
+        let fresh = StateStore::new(dir.path());
+        assert_eq!(
+            fresh.load().expect("the previous generation").originals,
+            first.originals
+        );
+        // The next save replaces the corrupt file and does not rotate it over the good one.
+        fresh.save(&first).expect("save");
+        assert!(parse(&fs::read_to_string(store.prev_path()).expect("prev")).is_ok());
+        assert_eq!(fresh.load().expect("load").originals, first.originals);
+    }
+
+    #[test]
+    fn garbled_state_file_falls_back_and_a_garbled_previous_is_a_clear_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::write(dir.path().join(STATE_FILE), b"\xff\xfe\0garbage").expect("write");
+        fs::write(
+            dir.path().join(PREV_FILE),
+            r#"{"version":2,"originals":{"a":{"high":"max","low":"0","id":3}}}"#,
+        )
+        .expect("write");
+        let st = StateStore::new(dir.path()).load().expect("previous");
+        assert_eq!(st.originals["a"].id, Some(3));
+        fs::write(dir.path().join(PREV_FILE), "{\"version\":2,\"origi").expect("write");
+        let err = StateStore::new(dir.path())
+            .load()
+            .expect_err("both corrupt")
+            .to_string();
+        assert!(err.contains("corrupt too"), "{err}");
+        assert!(err.contains("move it aside"), "{err}");
+    }
+
+    #[test]
+    fn missing_state_file_is_empty_even_with_a_previous_generation() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::write(
+            dir.path().join(PREV_FILE),
+            r#"{"version":2,"originals":{"a":{"high":"max","low":"0"}}}"#,
+        )
+        .expect("write");
+        assert_eq!(
+            StateStore::new(dir.path()).load().expect("empty"),
+            State::default(),
+            "moving state.json aside starts fresh"
+        );
+    }
+
+    #[test]
+    fn newer_state_file_does_not_fall_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::write(dir.path().join(STATE_FILE), r#"{"version": 9}"#).expect("write");
+        fs::write(dir.path().join(PREV_FILE), r#"{"version": 2}"#).expect("write");
+        let err = StateStore::new(dir.path()).load().expect_err("newer");
+        assert!(matches!(err, StateError::Newer { .. }), "{err}");
     }
 }
