@@ -377,6 +377,101 @@ fn regression_override_whose_save_fails_changes_nothing() {
     assert!(disk.saved().overrides.is_empty());
 }
 
+/// A disk that counts how each copy came: waited for ([`Disk::save`]) or handed in
+/// ([`Disk::submit`], kept aside as the state writer would before writing it).
+#[derive(Debug, Clone, Default)]
+struct CountingDisk(Arc<Mutex<(usize, usize, State)>>);
+
+impl Disk for CountingDisk {
+    fn load(&self) -> Result<State, StateError> {
+        Ok(State::default())
+    }
+
+    fn save(&self, state: &State) -> Result<(), StateError> {
+        let mut c = self.0.lock().expect("disk");
+        c.0 += 1;
+        c.2 = state.clone();
+        Ok(())
+    }
+
+    fn submit(&self, state: &State) -> Result<(), StateError> {
+        let mut c = self.0.lock().expect("disk");
+        c.1 += 1;
+        c.2 = state.clone();
+        Ok(())
+    }
+}
+
+impl CountingDisk {
+    fn counts(&self) -> (usize, usize) {
+        let c = self.0.lock().expect("disk");
+        (c.0, c.1)
+    }
+}
+
+/// Issue 23: every save ran on the loop's thread. The loop now waits only for a save that
+/// adds or changes an original; a tick that only drops one after its restore hands it in.
+#[test]
+fn regression_a_tick_that_only_drops_originals_does_not_wait_for_the_disk() {
+    let disk = CountingDisk::default();
+    let mut l = Ledger::open(Box::new(disk.clone()), Some("boot".into())).expect("open");
+    l.adopt("a", Some(1), orig(Limit::Max, Limit::Bytes(0)), true, 1);
+    assert!(!l.may_write("a"));
+    assert!(l.record(true).saved);
+    assert_eq!(disk.counts(), (1, 0), "the new original is waited for");
+    assert!(l.may_write("a"));
+    // Nothing new: nothing saved.
+    assert!(l.record(true).saved);
+    assert_eq!(disk.counts(), (1, 0));
+    // Released and restored: the drop is handed in, not waited for.
+    l.release("a", false);
+    let due = l.restores_due(&BTreeSet::new(), |_| false);
+    assert!(l.restored(&due[0], &Restored::Done));
+    assert!(l.record(true).saved);
+    assert_eq!(disk.counts(), (1, 1));
+    // An operator's change to a held cgroup's original is waited for again.
+    l.adopt("b", Some(2), orig(Limit::Max, Limit::Bytes(0)), true, 2);
+    l.record(true);
+    assert_eq!(disk.counts(), (2, 1));
+    assert_eq!(
+        l.reconcile(
+            "b",
+            orig(Limit::Bytes(64 * M), Limit::Bytes(0)),
+            3,
+            || Some(2)
+        ),
+        Reconciled::Operator
+    );
+    l.record(true);
+    assert_eq!(disk.counts(), (3, 1));
+    // Shutdown waits for everything.
+    l.drop_override("none");
+    assert!(l.flush_durably());
+}
+
+/// Issue 23: a flood of `set` with the value in force saved the whole file each time.
+#[test]
+fn regression_a_set_that_changes_nothing_saves_nothing() {
+    let disk = FakeDisk::default();
+    let mut l = ledger(&disk);
+    let ov = Override {
+        weight: 5,
+        min: None,
+        max: None,
+    };
+    l.set_override("a", ov, true).expect("saved");
+    disk.fail(true);
+    for _ in 0..100 {
+        l.set_override("a", ov, true).expect("nothing to save");
+    }
+    assert_eq!(disk.saved().overrides.get("a"), Some(&ov));
+    assert!(
+        l.set_override("a", Override { weight: 6, ..ov }, true)
+            .is_err()
+    );
+    assert_eq!(l.overrides().get("a"), Some(&ov));
+}
+
 /// One step of what the controller does with the ledger.
 #[derive(Debug, Clone)]
 enum Op {
