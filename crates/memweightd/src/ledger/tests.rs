@@ -16,13 +16,17 @@ struct FakeDisk(Arc<Mutex<Platter>>);
 struct Platter {
     saved: State,
     failing: bool,
+    /// Behave like the state writer: a copy handed in ([`Disk::submit`]) waits in `pending`
+    /// until [`FakeDisk::writer_runs`]; a waited save replaces it.
+    deferred: bool,
+    pending: Option<State>,
 }
 
 impl FakeDisk {
     fn with(saved: State) -> Self {
         FakeDisk(Arc::new(Mutex::new(Platter {
             saved,
-            failing: false,
+            ..Platter::default()
         })))
     }
 
@@ -35,6 +39,31 @@ impl FakeDisk {
     }
 }
 
+impl FakeDisk {
+    fn deferred() -> Self {
+        let d = FakeDisk::default();
+        d.0.lock().expect("disk").deferred = true;
+        d
+    }
+
+    /// The writer thread's turn: the copy handed in is written, or kept for a retry.
+    fn writer_runs(&self) {
+        let mut p = self.0.lock().expect("disk");
+        if !p.failing
+            && let Some(st) = p.pending.take()
+        {
+            p.saved = st;
+        }
+    }
+}
+
+fn full() -> StateError {
+    StateError::Io {
+        path: "fake/state.json".into(),
+        source: io::Error::other("no space left on device"),
+    }
+}
+
 impl Disk for FakeDisk {
     fn load(&self) -> Result<State, StateError> {
         Ok(self.saved())
@@ -42,14 +71,28 @@ impl Disk for FakeDisk {
 
     fn save(&self, state: &State) -> Result<(), StateError> {
         let mut p = self.0.lock().expect("disk");
+        // A waited copy is the newest: it replaces one handed in before (the writer writes
+        // only the newest), and a failed one is not retried.
+        p.pending = None;
         if p.failing {
-            return Err(StateError::Io {
-                path: "fake/state.json".into(),
-                source: io::Error::other("no space left on device"),
-            });
+            return Err(full());
         }
         p.saved = state.clone();
         Ok(())
+    }
+
+    fn submit(&self, state: &State) -> Result<(), StateError> {
+        let mut p = self.0.lock().expect("disk");
+        if !p.deferred {
+            drop(p);
+            return self.save(state);
+        }
+        p.pending = Some(state.clone());
+        if p.failing { Err(full()) } else { Ok(()) }
+    }
+
+    fn settled(&self) -> bool {
+        self.0.lock().expect("disk").pending.is_none()
     }
 }
 
@@ -488,6 +531,8 @@ enum Op {
     Keep(usize),
     Ancestors(Option<u64>, Option<Limit>, bool),
     Flush,
+    /// The state writer writes what was handed in (a no-op for a disk that saves at once).
+    WriterRuns,
 }
 
 const PATHS: [&str; 3] = ["a", "b", "c/d"];
@@ -538,12 +583,18 @@ fn op() -> impl Strategy<Value = Op> {
         )
             .prop_map(|(s, c, w)| Op::Ancestors(s, c, w)),
         Just(Op::Flush),
+        Just(Op::WriterRuns),
     ]
 }
 
 /// Runs `ops` and checks the invariants after each one; `Err` says which broke where.
-fn run(ops: &[Op]) -> Result<(), String> {
-    let disk = FakeDisk::default();
+/// `deferred`: the disk behaves like the state writer (copies handed in land later).
+fn run(ops: &[Op], deferred: bool) -> Result<(), String> {
+    let disk = if deferred {
+        FakeDisk::deferred()
+    } else {
+        FakeDisk::default()
+    };
     let mut l = ledger(&disk);
     // What the disk held after the last step; an original leaves it only once its drop was
     // allowed (restored, gone, replaced, forgotten) since it was saved.
@@ -555,7 +606,7 @@ fn run(ops: &[Op]) -> Result<(), String> {
     // After the first `keep` the controller is shutting down: it only keeps and saves.
     let mut shutting_down = false;
     for (n, op) in ops.iter().enumerate() {
-        if shutting_down && !matches!(op, Op::Keep(_) | Op::Flush | Op::Disk(_)) {
+        if shutting_down && !matches!(op, Op::Keep(_) | Op::Flush | Op::Disk(_) | Op::WriterRuns) {
             continue;
         }
         match op {
@@ -654,6 +705,7 @@ fn run(ops: &[Op]) -> Result<(), String> {
             Op::Flush => {
                 l.flush();
             }
+            Op::WriterRuns => disk.writer_runs(),
         }
         let saved = disk.saved();
         for p in on_disk.keys() {
@@ -696,7 +748,18 @@ proptest! {
     /// no ancestor raised, before its original is on disk.
     #[test]
     fn ledger_keeps_its_invariants(ops in proptest::collection::vec(op(), 1..60)) {
-        if let Err(e) = run(&ops) {
+        if let Err(e) = run(&ops, false) {
+            prop_assert!(false, "{}", e);
+        }
+    }
+
+    /// The same with saves off the loop's thread (issue 23): copies handed in without
+    /// waiting land later, or never if the disk fails; waited ones at once.
+    #[test]
+    fn ledger_keeps_its_invariants_with_the_state_writer(
+        ops in proptest::collection::vec(op(), 1..60)
+    ) {
+        if let Err(e) = run(&ops, true) {
             prop_assert!(false, "{}", e);
         }
     }
