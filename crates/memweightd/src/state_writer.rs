@@ -241,7 +241,6 @@ fn write_loop(shared: &Shared, store: &StateStore) {
 #[cfg(test)]
 mod tests {
     use std::fs;
-    use std::os::unix::fs::PermissionsExt;
 
     use super::*;
     use crate::state::Original;
@@ -296,26 +295,44 @@ mod tests {
         assert_eq!(on_disk.originals.keys().collect::<Vec<_>>(), ["c199"]);
     }
 
+    /// What makes every write fail, even for root: a directory where the new file goes.
+    fn block(dir: &std::path::Path) -> std::path::PathBuf {
+        let blocker = dir.join(".state.json.tmp");
+        fs::create_dir_all(&blocker).expect("blocker");
+        blocker
+    }
+
     #[test]
     fn regression_a_failed_save_is_reported_to_its_waiter_and_never_lands_late() {
-        if nix::unistd::geteuid().is_root() {
-            // Root writes into a read-only directory: nothing to fail.
-            return;
-        }
         let dir = tempfile::tempdir().expect("tempdir");
-        let state_dir = dir.path().join("state");
-        fs::create_dir(&state_dir).expect("mkdir");
-        let w = StateWriter::spawn(StateStore::new(&state_dir)).expect("spawn");
+        let w = StateWriter::spawn(StateStore::new(dir.path())).expect("spawn");
         w.save(&with("a")).expect("saved");
-        fs::set_permissions(&state_dir, fs::Permissions::from_mode(0o555)).expect("chmod");
-        let err = w.save(&with("b")).expect_err("read-only");
+        let blocker = block(dir.path());
+        let err = w.save(&with("b")).expect_err("blocked");
         assert!(err.to_string().contains("cannot be saved"), "{err}");
         assert!(w.submit(&with("c")).is_err(), "not saved while failing");
-        fs::set_permissions(&state_dir, fs::Permissions::from_mode(0o755)).expect("chmod");
-        // The next waited save succeeds, and the file never went back to an older copy.
+        assert!(!w.settled());
+        fs::remove_dir(&blocker).expect("unblock");
+        // The next waited save succeeds; "b", given up, never lands after it.
         w.save(&with("d")).expect("saved");
-        let on_disk = StateStore::new(&state_dir).load().expect("load");
+        thread::sleep(RETRY_FIRST + Duration::from_millis(200));
+        let on_disk = StateStore::new(dir.path()).load().expect("load");
         assert_eq!(on_disk.originals.keys().collect::<Vec<_>>(), ["d"]);
+        assert!(w.settled());
+    }
+
+    #[test]
+    fn a_handed_in_copy_that_fails_is_retried_until_it_lands() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let w = StateWriter::spawn(StateStore::new(dir.path())).expect("spawn");
+        let blocker = block(dir.path());
+        w.submit(&with("a")).expect("handed in");
+        thread::sleep(Duration::from_millis(300));
+        assert!(!w.settled(), "the write failed");
+        fs::remove_dir(&blocker).expect("unblock");
+        wait_settled(&w);
+        let on_disk = StateStore::new(dir.path()).load().expect("load");
+        assert_eq!(on_disk.originals.keys().collect::<Vec<_>>(), ["a"]);
         w.submit(&with("e")).expect("accepted again");
         wait_settled(&w);
     }
