@@ -195,6 +195,9 @@ pub struct Ledger {
     /// The unsaved change adds or changes an original: the next save is waited for
     /// ([`Disk::save`]), not only handed in ([`Disk::submit`]).
     confirm: bool,
+    /// An override was set or unset without saving (a dry run): the overrides in memory may
+    /// differ from the disk's, so a `set` of the value in force still saves.
+    overrides_unsaved: bool,
     /// Managed cgroups by path.
     held: BTreeMap<String, Holding>,
     /// Released cgroups whose files still hold their originals as far as the daemon knows
@@ -235,6 +238,7 @@ impl Ledger {
             state,
             dirty,
             confirm: false,
+            overrides_unsaved: false,
             held: BTreeMap::new(),
             unchanged: BTreeSet::new(),
             released: BTreeMap::new(),
@@ -286,7 +290,7 @@ impl Ledger {
         persist: bool,
     ) -> Result<(), StateError> {
         let before = self.state.overrides.insert(path.to_owned(), ov);
-        if before == Some(ov) {
+        if before == Some(ov) && persist && !self.overrides_unsaved {
             // In force and on disk already: nothing to save (a flood of the same `set`).
             return Ok(());
         }
@@ -328,6 +332,9 @@ impl Ledger {
             self.dirty = true;
             self.confirm = true;
             self.save()?;
+            self.overrides_unsaved = false;
+        } else {
+            self.overrides_unsaved = true;
         }
         Ok(())
     }

@@ -513,6 +513,13 @@ fn regression_a_set_that_changes_nothing_saves_nothing() {
             .is_err()
     );
     assert_eq!(l.overrides().get("a"), Some(&ov));
+    // Set in a dry run (not saved), then the same value once enforcing: saved.
+    disk.fail(false);
+    let seven = Override { weight: 7, ..ov };
+    l.set_override("a", seven, false).expect("dry run");
+    assert_eq!(disk.saved().overrides.get("a"), Some(&ov));
+    l.set_override("a", seven, true).expect("saved");
+    assert_eq!(disk.saved().overrides.get("a"), Some(&seven));
 }
 
 /// One step of what the controller does with the ledger.
