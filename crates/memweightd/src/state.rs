@@ -11,11 +11,12 @@
 //! or this process wrote it), is kept as `state.json.prev` (a hard link moved into place by a
 //! rename: there is always a complete `state.json`). A file found truncated or garbled at start
 //! (a full disk, a filesystem that lost data, a hand edit) is then not fatal: [`StateStore::load`]
-//! warns and uses the previous generation, and the corrupt file is never rotated over it. The
-//! previous generation lacks at most the last change (an original recorded or dropped in the
-//! last save); a cgroup whose original is missing from it is adopted afresh with what it holds,
-//! and one whose original is there is restored to it. A missing `state.json` is an empty state
-//! even when a `.prev` is there (moving the file aside is how an operator starts fresh).
+//! warns and uses the previous generation, with every whole entry that can still be read of the
+//! corrupt file on top ([`salvage`]), so an original recorded in either is kept; the corrupt
+//! file is never rotated over the good one. The previous generation lacks at most the last
+//! change; a cgroup whose original is in neither is adopted afresh with what it holds. A
+//! missing `state.json` is an empty state even when a `.prev` is there (moving the file aside
+//! is how an operator starts fresh).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -155,6 +156,30 @@ pub fn parse(text: &str) -> Result<State, ParseError> {
         }
     }
     Ok(state)
+}
+
+/// What can still be read of a state file cut short (a lost tail): the longest prefix that
+/// ends with a whole entry or map, as [`StateStore::save`] lays them out (an entry's `}` at
+/// four spaces, a map's at two), closed with braces, that [`parse`] accepts. Only the last 32
+/// such places are tried, so a large file costs a few parses. `None` for a file garbled
+/// otherwise, or written by hand in another layout. Never panics.
+#[must_use]
+pub fn salvage(text: &str) -> Option<State> {
+    let ends = text
+        .match_indices('}')
+        .map(|(i, _)| i)
+        .filter(|&i| text[..i].ends_with("\n    ") || text[..i].ends_with("\n  "))
+        .rev()
+        .take(32);
+    for i in ends {
+        for closers in ["}", "}}", "}}}"] {
+            let candidate = format!("{}{closers}", &text[..=i]);
+            if let Ok(state) = parse(&candidate) {
+                return Some(state);
+            }
+        }
+    }
+    None
 }
 
 /// A limit as the kernel prints it: a byte count or `max`, kept as the kernel's text.
@@ -316,7 +341,7 @@ impl StateStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(State::default()),
             Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
                 // Not UTF-8: garbled like any other corrupt file.
-                return self.fall_back(path, e.to_string());
+                return self.fall_back(path, e.to_string(), None);
             }
             Err(source) => return Err(StateError::Io { path, source }),
         };
@@ -325,53 +350,76 @@ impl StateStore {
                 self.current_good.store(true, Ordering::SeqCst);
                 Ok(state)
             }
-            Err(ParseError::Invalid(message)) => self.fall_back(path, message),
+            Err(ParseError::Invalid(message)) => self.fall_back(path, message, Some(&text)),
             Err(e) => Err(e.into_state_error(path)),
         }
     }
 
-    /// `state.json` is corrupt (`message`): the previous generation, if it is good.
-    fn fall_back(&self, path: PathBuf, message: String) -> Result<State, StateError> {
+    /// `state.json` is corrupt (`message`; `text`, if it is text): the previous generation,
+    /// if it is good, with every entry that can still be read of the corrupt file on top
+    /// ([`salvage`]: the newer of the two wherever both have one), so that an original
+    /// recorded in either is kept.
+    fn fall_back(
+        &self,
+        path: PathBuf,
+        message: String,
+        text: Option<&str>,
+    ) -> Result<State, StateError> {
         self.current_good.store(false, Ordering::SeqCst);
+        let salvaged = text.and_then(salvage);
         let prev = self.prev_path();
-        let text = match fs::read_to_string(&prev) {
-            Ok(t) => t,
-            Err(e) => {
-                return Err(StateError::Corrupt {
-                    path,
-                    message: format!(
-                        "{message}; no previous generation to use: {}: {e}",
-                        prev.display()
-                    ),
-                });
-            }
+        let previous = match fs::read_to_string(&prev) {
+            Ok(t) => parse(&t).map_err(|e| match e {
+                ParseError::Newer(found) => format!(
+                    "its previous generation {} is from a newer memweightd (version {found})",
+                    prev.display()
+                ),
+                ParseError::Invalid(m) => format!(
+                    "its previous generation {} is corrupt too ({m})",
+                    prev.display()
+                ),
+            }),
+            Err(e) => Err(format!(
+                "no previous generation to use: {}: {e}",
+                prev.display()
+            )),
         };
-        match parse(&text) {
-            Ok(state) => {
+        let read = salvaged.as_ref().map_or(0, |s| s.originals.len());
+        match (previous, salvaged) {
+            (Ok(mut state), salvaged) => {
+                if let Some(s) = salvaged {
+                    state.originals.extend(s.originals);
+                    state.overrides.extend(s.overrides);
+                    state.ancestors.extend(s.ancestors);
+                }
                 warn!(
                     file = %path.display(),
                     error = %message,
                     previous = %prev.display(),
                     originals = state.originals.len(),
-                    "the state file is corrupt; using its previous generation (it lacks at most \
-                     the last change: a cgroup adopted in it is adopted afresh). The corrupt \
-                     file is replaced at the next save; copy it away now to inspect it"
+                    read_from_the_corrupt_file = read,
+                    "the state file is corrupt; using its previous generation, with what could \
+                     still be read of it (a cgroup whose original is in neither is adopted \
+                     afresh). The corrupt file is replaced at the next save; copy it away now \
+                     to inspect it"
                 );
                 Ok(state)
             }
-            Err(ParseError::Newer(found)) => Err(StateError::Corrupt {
+            (Err(why), Some(state)) => {
+                warn!(
+                    file = %path.display(),
+                    error = %message,
+                    previous = %why,
+                    originals = state.originals.len(),
+                    "the state file is corrupt and there is no good previous generation; using \
+                     what could still be read of it (a cgroup whose original was cut off is \
+                     adopted afresh)"
+                );
+                Ok(state)
+            }
+            (Err(why), None) => Err(StateError::Corrupt {
                 path,
-                message: format!(
-                    "{message}; its previous generation {} is from a newer memweightd (version {found})",
-                    prev.display()
-                ),
-            }),
-            Err(ParseError::Invalid(m)) => Err(StateError::Corrupt {
-                path,
-                message: format!(
-                    "{message}; its previous generation {} is corrupt too ({m})",
-                    prev.display()
-                ),
+                message: format!("{message}; {why}"),
             }),
         }
     }
@@ -767,10 +815,14 @@ mod tests {
         let text = fs::read_to_string(store.path()).expect("read");
         fs::write(store.path(), &text[..text.len() / 2]).expect("truncate");
         let fresh = StateStore::new(dir.path());
-        assert_eq!(
-            fresh.load().expect("the previous generation").originals,
-            first.originals
-        );
+        let loaded = fresh.load().expect("the previous generation");
+        // Every original of the previous generation, and only originals of the two.
+        for (p, o) in &first.originals {
+            assert_eq!(loaded.originals.get(p), Some(o), "{p}");
+        }
+        for (p, o) in &loaded.originals {
+            assert_eq!(second.originals.get(p), Some(o), "{p}");
+        }
         // The next save replaces the corrupt file and does not rotate it over the good one.
         fresh.save(&first).expect("save");
         assert!(parse(&fs::read_to_string(store.prev_path()).expect("prev")).is_ok());
@@ -819,5 +871,80 @@ mod tests {
         fs::write(dir.path().join(PREV_FILE), r#"{"version": 2}"#).expect("write");
         let err = StateStore::new(dir.path()).load().expect_err("newer");
         assert!(matches!(err, StateError::Newer { .. }), "{err}");
+    }
+
+    fn three() -> State {
+        let mut st = State::default();
+        for (n, id) in [("lab/c1", 1), ("lab/c2", 2), ("lab/c3", 3)] {
+            st.originals.extend(one_original(n, id).originals);
+        }
+        st.overrides.insert(
+            "lab/c2".into(),
+            Override {
+                weight: 7,
+                min: None,
+                max: None,
+            },
+        );
+        st.ancestors.insert("lab".into(), "0".into());
+        st.boot_id = Some("b".into());
+        st
+    }
+
+    #[test]
+    fn salvage_of_a_file_cut_anywhere_reads_only_whole_entries() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = StateStore::new(dir.path());
+        let full = three();
+        store.save(&full).expect("save");
+        let text = fs::read_to_string(store.path()).expect("read");
+        let mut most = 0;
+        for n in 0..text.len() {
+            let Some(got) = salvage(&text[..n]) else {
+                continue;
+            };
+            for (p, o) in &got.originals {
+                assert_eq!(full.originals.get(p), Some(o), "cut at {n}: {p}");
+            }
+            for (p, o) in &got.overrides {
+                assert_eq!(full.overrides.get(p), Some(o), "cut at {n}: {p}");
+            }
+            for (p, o) in &got.ancestors {
+                assert_eq!(full.ancestors.get(p), Some(o), "cut at {n}: {p}");
+            }
+            most = most.max(got.originals.len());
+        }
+        assert_eq!(most, 3, "a cut after the originals keeps all of them");
+        assert!(salvage("").is_none());
+        assert!(salvage("}}}}").is_none());
+        assert!(salvage("\n  }\n    }").is_none());
+    }
+
+    /// The previous generation lacks what the last save added; the part of the corrupt file
+    /// that can still be read has it: both are kept.
+    #[test]
+    fn regression_an_original_recorded_only_in_the_truncated_file_is_not_lost() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = StateStore::new(dir.path());
+        let first = one_original("lab/c9", 9);
+        store.save(&first).expect("save");
+        store.save(&three()).expect("save");
+        let text = fs::read_to_string(store.path()).expect("read");
+        // Cut just after lab/c2's entry: lab/c1 and lab/c2 are whole, lab/c3 is not.
+        let at = text.find("\"lab/c3\"").expect("c3");
+        fs::write(store.path(), &text[..at]).expect("truncate");
+        let st = StateStore::new(dir.path()).load().expect("falls back");
+        let paths: Vec<&String> = st.originals.keys().collect();
+        assert_eq!(
+            paths,
+            ["lab/c1", "lab/c2", "lab/c9"],
+            "c9 from .prev, c1 and c2 read"
+        );
+        // No previous generation: what can be read is still used.
+        fs::remove_file(store.prev_path()).expect("rm");
+        let st = StateStore::new(dir.path())
+            .load()
+            .expect("what can be read");
+        assert_eq!(st.originals.len(), 2);
     }
 }
