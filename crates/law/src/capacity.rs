@@ -125,9 +125,9 @@ pub struct Capacity {
 /// (kswapd runs in bursts: between two of them the shortage has not gone away).
 pub const SHORT_TICKS: u32 = 5;
 
-/// A managed cgroup whose own memory PSI `some avg10` is at least this (%) is reaching for
-/// more than it holds, in `mode = "kernel"`: the kernel's reclaim is taking its memory and it
-/// faults it back. Its demand is then the whole pool (capped by its own limits), so that a
+/// A managed cgroup that faults memory back (any, see [`REFAULT_DEMAND`] for a lot) and whose
+/// own memory PSI `some avg10` is at least this (%) is reaching for more than it holds, in
+/// `mode = "kernel"`: the kernel's reclaim is taking its memory and it waits for it back. Its demand is then the whole pool (capped by its own limits), so that a
 /// cgroup above its weighted share gives way to it.
 pub const STALL_DEMAND_PCT: f64 = 1.0;
 

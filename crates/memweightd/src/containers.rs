@@ -1,10 +1,19 @@
 //! Container names and labels, from the Docker-compatible REST API that podman
 //! (`podman.socket`) and docker serve on a Unix socket.
 //!
-//! A background task ([`spawn`]) asks `GET /containers/json` every `[containers] refresh` and
-//! publishes a [`Snapshot`] (container id → name and labels) on a `tokio::sync::watch`
-//! channel. The control loop never waits on it: each tick reads the latest snapshot. The task
-//! never fails: an absent socket, a refused connection, a slow answer (bounded by a timeout) or
+//! A background task ([`spawn`]) asks `GET /containers/json` and publishes a [`Snapshot`]
+//! (container id → name and labels) on a `tokio::sync::watch` channel. The control loop never
+//! waits on it: each tick reads the latest snapshot. It asks when the control loop says the
+//! containers changed ([`Containers::ask`]: a container's cgroup appeared or went away, or one
+//! is not in the list), at most once per `[containers] refresh`; every [`RESYNC_REFRESHES`]
+//! refreshes when nothing changed; and every refresh while the engine fails. Labels cannot
+//! change while a container lives, so there is nothing to poll for in between — and a poll
+//! every 2 s kept podman's socket-activated API service (which exits after 5 s idle) resident
+//! for good: 24–30 MiB of the host's memory that the kernel alone would have left the
+//! containers (lab, host guest: MemAvailable 90–93 MiB with the daemon where the kernel alone
+//! had 125 MiB, issue 19).
+//!
+//! The task never fails: an absent socket, a refused connection, a slow answer (bounded by a timeout) or
 //! an answer that is not the API's (not HTTP, larger than [`MAX_BODY`], not the expected JSON)
 //! is logged once as a warning that says what to do, then at debug level while it persists,
 //! and at info level when the engine answers again.
@@ -40,7 +49,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, LengthLimitError, Limited};
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
@@ -57,6 +66,9 @@ pub const STALE_AFTER_SLOW: u32 = 10;
 /// it must be long enough for an engine under memory pressure.
 pub const REQUEST_TIMEOUT: (Duration, Duration) =
     (Duration::from_millis(500), Duration::from_secs(30));
+/// When nothing changed, the engine is asked anyway every this many `refresh` intervals (a
+/// minute at the default 2 s): for renames, and to notice an engine that went away.
+pub const RESYNC_REFRESHES: u32 = 30;
 /// The largest answer body read (a few thousand containers with labels).
 pub const MAX_BODY: usize = 16 << 20;
 /// The largest HTTP head (status line and headers) read.
@@ -610,6 +622,7 @@ async fn list_unbounded(
 pub struct Containers {
     snapshot: watch::Receiver<Arc<Snapshot>>,
     config: watch::Sender<ContainersConfig>,
+    ask: Arc<Notify>,
     task: JoinHandle<()>,
 }
 
@@ -624,6 +637,12 @@ impl Containers {
     #[must_use]
     pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
         self.snapshot.clone()
+    }
+
+    /// Asks for a fresh list soon: at once, or `refresh` after the last request. Cheap; call it
+    /// whenever the containers may have changed (several calls before the request make one).
+    pub fn ask(&self) {
+        self.ask.notify_one();
     }
 
     /// Applies a reloaded `[containers]` section from the next refresh on (at once when it
@@ -651,10 +670,12 @@ impl Drop for Containers {
 pub fn spawn(cfg: ContainersConfig) -> Containers {
     let (snap_tx, snapshot) = watch::channel(Arc::new(Snapshot::default()));
     let (config, config_rx) = watch::channel(cfg);
-    let task = tokio::spawn(refresh_loop(config_rx, snap_tx));
+    let ask = Arc::new(Notify::new());
+    let task = tokio::spawn(refresh_loop(config_rx, snap_tx, Arc::clone(&ask)));
     Containers {
         snapshot,
         config,
+        ask,
         task,
     }
 }
@@ -695,16 +716,21 @@ impl Health {
 async fn refresh_loop(
     mut config: watch::Receiver<ContainersConfig>,
     snapshots: watch::Sender<Arc<Snapshot>>,
+    ask: Arc<Notify>,
 ) {
     let mut health = Health::default();
     let mut engines: BTreeMap<PathBuf, Engine> = BTreeMap::new();
     let mut config_open = true;
     loop {
         let cfg = config.borrow_and_update().clone();
+        let asked_at = tokio::time::Instant::now();
+        // Some engine failed to answer: ask again after one refresh, not at the next resync.
+        let mut failed = false;
         if cfg.enabled {
             let sockets = engine_sockets(&cfg);
             engines.retain(|k, _| sockets.contains(k));
             if sockets.is_empty() {
+                failed = true;
                 health.failed(&EngineError::NoSocket);
                 if health.failures >= STALE_AFTER {
                     clear(&snapshots);
@@ -723,6 +749,7 @@ async fn refresh_loop(
                             answered.get_or_insert_with(|| socket.clone());
                         }
                         Err(e) => {
+                            failed = true;
                             engine.failures = engine.failures.saturating_add(1);
                             // Every failure expires the last list; a slow engine's later.
                             if engine.failures >= e.stale_after() {
@@ -763,14 +790,18 @@ async fn refresh_loop(
             engines.clear();
             clear(&snapshots);
         }
-        let wait = if cfg.enabled {
-            cfg.refresh.0
-        } else {
-            Duration::from_secs(3600)
+        let wait = match (cfg.enabled, failed) {
+            (false, _) => Duration::from_secs(3600),
+            (true, true) => cfg.refresh.0,
+            (true, false) => cfg.refresh.0.saturating_mul(RESYNC_REFRESHES),
         };
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             changed = config.changed(), if config_open => config_open = changed.is_ok(),
+            // Asked: no sooner than one refresh after the last request.
+            () = ask.notified(), if cfg.enabled => {
+                tokio::time::sleep_until(asked_at + cfg.refresh.0).await;
+            }
         }
     }
 }
@@ -994,6 +1025,7 @@ mod tests {
     /// ever; and so did an engine that hung.
     mod failing_engine {
         use std::sync::Mutex;
+        use std::sync::atomic::{AtomicUsize, Ordering};
         use std::time::Instant;
 
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -1035,6 +1067,7 @@ mod tests {
         struct Engine {
             dir: tempfile::TempDir,
             answer: Arc<Mutex<Answer>>,
+            requests: Arc<AtomicUsize>,
             task: JoinHandle<()>,
         }
 
@@ -1049,9 +1082,12 @@ mod tests {
                 let dir = tempfile::tempdir().expect("tempdir");
                 let listener = UnixListener::bind(dir.path().join("engine.sock")).expect("bind");
                 let answer = Arc::new(Mutex::new(good()));
+                let requests = Arc::new(AtomicUsize::new(0));
                 let shared = Arc::clone(&answer);
+                let counted = Arc::clone(&requests);
                 let task = tokio::spawn(async move {
                     while let Ok((mut stream, _)) = listener.accept().await {
+                        counted.fetch_add(1, Ordering::SeqCst);
                         let answer = shared.lock().expect("answer").clone();
                         tokio::spawn(async move {
                             let mut request = Vec::new();
@@ -1066,7 +1102,17 @@ mod tests {
                         });
                     }
                 });
-                Engine { dir, answer, task }
+                Engine {
+                    dir,
+                    answer,
+                    requests,
+                    task,
+                }
+            }
+
+            /// Connections accepted so far.
+            fn requests(&self) -> usize {
+                self.requests.load(Ordering::SeqCst)
             }
 
             fn socket(&self) -> PathBuf {
@@ -1209,6 +1255,27 @@ mod tests {
             let task = labelled(&engine).await;
             engine.answer(Answer::Trickle);
             expired(&task, Duration::from_secs(30)).await;
+        }
+
+        /// Issue 19: a request every refresh kept podman's socket-activated API service (24 MiB)
+        /// resident for good. The engine is asked when asked, and at the resync.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn regression_a_poll_every_refresh_kept_the_engine_resident() {
+            let engine = Engine::start();
+            let task = labelled(&engine).await;
+            let first = engine.requests();
+            // Ten refreshes without a change: no request.
+            tokio::time::sleep(Duration::from_millis(1000)).await;
+            assert_eq!(engine.requests(), first, "asked with nothing changed");
+            // Asked: the new list is read at once (well within the resync's 3 s).
+            engine.answer(ok("[]"));
+            task.ask();
+            let took = expired(&task, Duration::from_secs(10)).await;
+            assert!(took < Duration::from_millis(1500), "{took:?}");
+            assert_eq!(engine.requests(), first + 1);
+            // Unasked, the resync (30 refreshes of 100 ms) asks again.
+            tokio::time::sleep(Duration::from_millis(3500)).await;
+            assert!(engine.requests() >= first + 2, "{}", engine.requests());
         }
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -44,7 +44,7 @@ use crate::step::{self, Law, Row, Step};
 
 use jobs::JobResult;
 pub use membership::{Found, Resolved};
-use membership::{forbidden_cgroups, no_memory_controller};
+use membership::{Wanted, forbidden_cgroups, no_memory_controller};
 pub use report::{CgroupReport, ClampedLabel, TickReport};
 use sampling::Sampled;
 
@@ -79,8 +79,8 @@ struct Managed {
     /// The last full sample (all ten files) and the tick it was taken at; reused, with
     /// `memory.current` read afresh, while the cgroup is steady ([`Controller::sample_cheap`]).
     last: Option<Box<CgroupSample>>,
-    /// Bytes it faulted back (`workingset_refault_*`) between its last two full samples; 0
-    /// while its sample is reused.
+    /// Bytes it faulted back (`workingset_refault_*`) between its last two full samples,
+    /// kept while its sample is reused.
     refaulted: u64,
     /// The next tick must take a full sample: the daemon wrote to the cgroup.
     refresh: bool,
@@ -144,6 +144,9 @@ pub struct Controller {
     last: Option<Arc<TickReport>>,
     containers: Option<Containers>,
     snap: Arc<Snapshot>,
+    /// A digest of the container ids among the cgroups the last tick wanted: when it changes,
+    /// the container engine is asked for a fresh list ([`Containers::ask`]).
+    container_ids: u64,
     /// Overrides of container cgroups that are gone, kept while the container may restart.
     orphans: Orphans,
     /// Cgroups no rule may make the daemon manage: its own cgroup and every ancestor of it
@@ -201,6 +204,7 @@ impl Controller {
             last: None,
             containers: None,
             snap: Arc::new(Snapshot::default()),
+            container_ids: 0,
             orphans: Orphans::default(),
             forbidden: BTreeSet::new(),
         }
@@ -326,6 +330,29 @@ impl Controller {
         Ok(())
     }
 
+    /// Asks the container engine for a fresh list when a container's cgroup appeared or went
+    /// away since the last tick, or one is not in the list yet (the engine is not polled: see
+    /// [`containers`]).
+    fn ask_engine_on_change(&mut self, wanted: &[Wanted]) {
+        let Some(c) = &self.containers else {
+            return;
+        };
+        let mut digest = std::hash::DefaultHasher::new();
+        let mut unknown = false;
+        for id in wanted
+            .iter()
+            .filter_map(|w| containers::container_id(&w.path))
+        {
+            std::hash::Hash::hash(id, &mut digest);
+            unknown |= !self.snap.containers.contains_key(id);
+        }
+        let ids = std::hash::Hasher::finish(&digest);
+        if unknown || ids != self.container_ids {
+            c.ask();
+        }
+        self.container_ids = ids;
+    }
+
     fn warn_once(&mut self, key: &str, f: impl FnOnce()) {
         if self.warned.insert(key.to_owned()) {
             f();
@@ -345,6 +372,7 @@ impl Controller {
 
         // Discover: release cgroups no longer named.
         let wanted = self.discover();
+        self.ask_engine_on_change(&wanted);
         self.release_unwanted(&wanted);
         if !self.cfg.enforce {
             // A dry run holds nothing: what an enforcing run wrote is put back below.

@@ -61,10 +61,12 @@ impl Controller {
                     }
                     self.reconcile(path, w.settings, &s);
                     if let Some(m) = self.managed.get_mut(path) {
-                        m.refaulted = 0;
+                        // Reused: the refaults between the last two full samples stand.
                         if !reused {
                             if let Some(last) = &m.last {
                                 m.refaulted = refaulted_bytes(&last.stat, &s.stat);
+                            } else {
+                                m.refaulted = 0;
                             }
                             // Taken while a write job runs, it may be mid-reclaim: sample
                             // again.
