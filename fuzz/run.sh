@@ -17,7 +17,7 @@ cd "$(dirname "$0")"
 
 seconds=${1:-20}
 triple=$(rustc -vV | sed -n 's/^host: //p')
-all_targets="config ctl_request engine_list labels memory_stat memory_events pressure single_values meminfo plan state zoneinfo"
+all_targets="config ctl_request engine_list engine_inspect labels memory_stat memory_events pressure single_values meminfo plan state zoneinfo"
 targets=${TARGETS:-$all_targets}
 target_dir=${CARGO_TARGET_DIR:-target}
 

@@ -84,5 +84,6 @@ fn reference(item: &Value, prefix: &str) -> Option<Container> {
         id: id.to_owned(),
         name,
         labels,
+        annotations: BTreeMap::new(),
     })
 }

@@ -30,6 +30,9 @@ pub const PACKAGES: &[&str] = &[
     "podman",
     "crun",
     "conmon",
+    // The pause program of the infra container every pod has (`podman kube play`, host-kube):
+    // podman 4.3 builds its local pause image from it; a Recommends that minbase leaves out.
+    "catatonit",
     // For the docker scenario (host-docker.toml); its units are disabled in the image.
     "docker.io",
     "redis-server",
@@ -499,6 +502,8 @@ pub fn stage_payload(dir: &Path, p: &Payload<'_>) -> Result<()> {
         "repo/target/debian",
         "repo/config",
         "repo/systemd",
+        "repo/deploy/image",
+        "repo/deploy/kubernetes",
         "upgrade",
     ] {
         fs::create_dir_all(dir.join(d))
@@ -544,6 +549,15 @@ pub fn stage_payload(dir: &Path, p: &Payload<'_>) -> Result<()> {
         let src = p.workspace.join("systemd").join(unit);
         fs::copy(&src, repo.join("systemd").join(unit))
             .with_context(|| format!("cannot copy {}", src.display()))?;
+    }
+    // The node agent's image and pod (host-kube: `podman build`, `podman kube play`).
+    for f in [
+        "deploy/image/Containerfile",
+        "deploy/kubernetes/pod.yaml",
+        "deploy/kubernetes/configmap.yaml",
+        "deploy/kubernetes/daemonset.yaml",
+    ] {
+        fs::copy(p.workspace.join(f), repo.join(f)).with_context(|| format!("cannot copy {f}"))?;
     }
     fs::write(dir.join("scenario.toml"), p.scenario_text).context("cannot write scenario")?;
     let zram = if p.zram == 0 {

@@ -132,7 +132,12 @@ pub fn lab_run(path: &Path, out: &Path, kernel: Option<Kernel>, build: bool) -> 
 }
 
 /// Scenarios the issues name that `lab test` runs besides `ci-*.toml`.
-const CI_EXTRA: &[&str] = &["ctl-live.toml", "host-package.toml", "host-podman.toml"];
+const CI_EXTRA: &[&str] = &[
+    "ctl-live.toml",
+    "host-kube.toml",
+    "host-package.toml",
+    "host-podman.toml",
+];
 
 /// Whether `lab test` runs `scenario` on kernel `k` (its `ci_kernels`, or every kernel).
 fn runs_in_ci_on(scenario: &Scenario, k: Kernel) -> bool {

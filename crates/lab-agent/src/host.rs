@@ -119,6 +119,102 @@ pub fn container_cgroup(runtime: Runtime, cid: &str) -> PathBuf {
     }
 }
 
+/// The image a `kube = true` cgroup's pod runs: the workload program alone, from scratch,
+/// built in the guest on first use (no registry).
+pub const KUBE_WORKLOAD_IMAGE: &str = "localhost/memweight/workload:lab";
+
+/// The Pod a `kube = true` cgroup runs, as JSON (which `podman kube play` reads as YAML): named
+/// `name`, with `annotations`, host network, never restarted, one container `work` running
+/// `argv` (`memweight-workload` at its path in [`KUBE_WORKLOAD_IMAGE`]). podman names the
+/// container `<name>-work`.
+pub fn kube_pod(name: &str, annotations: &BTreeMap<String, String>, argv: &[String]) -> String {
+    let mut command: Vec<String> = argv.to_vec();
+    if let Some(first) = command.first_mut()
+        && first == "memweight-workload"
+    {
+        *first = WORKLOAD_IN_CONTAINER.to_owned();
+    }
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "hostNetwork": true,
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "work",
+                "image": KUBE_WORKLOAD_IMAGE,
+                "imagePullPolicy": "IfNotPresent",
+                "command": command,
+            }],
+        },
+    })
+    .to_string()
+}
+
+/// The build context of [`KUBE_WORKLOAD_IMAGE`]: the workload program and a Containerfile
+/// `FROM scratch` (written once; the agent runs in the guest).
+pub fn kube_image_context() -> Result<PathBuf> {
+    let dir = Path::new("/tmp/lab/kube-image");
+    if !dir.join("Containerfile").exists() {
+        fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let workload = Path::new(PAYLOAD).join("bin/memweight-workload");
+        fs::copy(&workload, dir.join("memweight-workload"))
+            .with_context(|| format!("cannot copy {}", workload.display()))?;
+        fs::write(
+            dir.join("Containerfile"),
+            format!("FROM scratch\nCOPY memweight-workload {WORKLOAD_IN_CONTAINER}\n"),
+        )
+        .context("cannot write the workload's Containerfile")?;
+    }
+    Ok(dir.to_path_buf())
+}
+
+/// The lock every `podman kube play` of a run takes ([`kube_script`], and the scenario's own
+/// plays): the pods start together, and the first play of a boot builds podman's pause image.
+pub const KUBE_LOCK: &str = "/tmp/lab/kube.lock";
+
+/// The shell line that starts a `kube = true` cgroup: under [`KUBE_LOCK`], builds
+/// [`KUBE_WORKLOAD_IMAGE`] from `context` unless it exists and plays `pod_file`; then writes
+/// the container's id to `cidfile` (as `podman run --cidfile` would) and follows the
+/// container's output (the workload's JSON lines) until it ends.
+pub fn kube_script(name: &str, context: &Path, pod_file: &Path, cidfile: &Path) -> String {
+    let image = KUBE_WORKLOAD_IMAGE;
+    let (context, pod, cid) = (context.display(), pod_file.display(), cidfile.display());
+    format!(
+        "set -e\n\
+         flock {KUBE_LOCK} sh -c \
+         'podman image exists {image} || podman build -q -t {image} {context} >&2; \
+         podman kube play {pod} >&2'\n\
+         podman inspect -f '{{{{.Id}}}}' {name}-work > {cid}\n\
+         exec podman logs -f {name}-work\n"
+    )
+}
+
+/// Where the container `cid` has its cgroup: its own scope in `machine.slice` (`podman run`),
+/// or in its pod's slice (`podman kube play`: `machine-libpod_pod_<pod id>.slice`); `None`
+/// until it exists.
+pub fn find_container_cgroup(runtime: Runtime, cid: &str) -> Option<PathBuf> {
+    let direct = container_cgroup(runtime, cid);
+    if direct.exists() {
+        return Some(direct);
+    }
+    if runtime != Runtime::Podman {
+        return None;
+    }
+    let machine = Path::new("/sys/fs/cgroup/machine.slice");
+    fs::read_dir(machine)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with("machine-libpod_pod_") && n.ends_with(".slice"))
+        })
+        .map(|e| e.path().join(format!("libpod-{cid}.scope")))
+        .find(|p| p.exists())
+}
+
 /// docker: start its service (off in the image) and import the container root file system
 /// as [`DOCKER_IMAGE`]; podman needs nothing.
 pub fn prepare_runtime(runtime: Runtime) -> Result<String> {
@@ -368,6 +464,47 @@ mod tests {
                 "-- No entries --",
             ]
         );
+    }
+
+    #[test]
+    fn kube_pods_carry_the_annotations_and_run_the_workload_from_its_image() {
+        let ann: BTreeMap<String, String> =
+            [("memweight.io/weight".to_owned(), "2".to_owned())].into();
+        let argv: Vec<String> = ["memweight-workload", "random-touch", "--size", "200M"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        let pod: serde_json::Value =
+            serde_json::from_str(&kube_pod("c2", &ann, &argv)).expect("JSON");
+        assert_eq!(pod["metadata"]["name"], "c2");
+        assert_eq!(pod["metadata"]["annotations"]["memweight.io/weight"], "2");
+        assert_eq!(pod["spec"]["hostNetwork"], true);
+        let c = &pod["spec"]["containers"][0];
+        assert_eq!(c["name"], "work");
+        assert_eq!(c["image"], KUBE_WORKLOAD_IMAGE);
+        assert_eq!(c["command"][0], WORKLOAD_IN_CONTAINER);
+        assert_eq!(c["command"][3], "200M");
+        let script = kube_script(
+            "c2",
+            Path::new("/tmp/lab/kube-image"),
+            Path::new("/tmp/lab/c2.pod.json"),
+            Path::new("/tmp/lab/c2.cid"),
+        );
+        assert!(
+            script.contains(
+                "podman build -q -t localhost/memweight/workload:lab /tmp/lab/kube-image"
+            ),
+            "{script}"
+        );
+        assert!(
+            script.contains("podman kube play /tmp/lab/c2.pod.json"),
+            "{script}"
+        );
+        assert!(
+            script.contains("podman inspect -f '{{.Id}}' c2-work > /tmp/lab/c2.cid"),
+            "{script}"
+        );
+        assert!(script.contains("exec podman logs -f c2-work"), "{script}");
     }
 
     #[test]

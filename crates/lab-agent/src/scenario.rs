@@ -331,6 +331,15 @@ pub struct CgroupSpec {
     /// Container labels (host guest: `podman run --label KEY=VALUE`).
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Host guest, podman: run the workload as a pod with `podman kube play` (a Pod named
+    /// after the cgroup, one container `work`, host network, from a scratch image of the
+    /// workload program) instead of `podman run`; its cgroup is the container's scope in the
+    /// pod's `machine-libpod_pod_<id>.slice`.
+    #[serde(default)]
+    pub kube: bool,
+    /// The pod's `metadata.annotations` (`kube = true` only).
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
 }
 
 impl CgroupSpec {
@@ -674,6 +683,28 @@ impl Scenario {
             if let Some(c) = self.cgroups.iter().find(|c| !c.labels.is_empty()) {
                 return bad(format!(
                     "cgroup {:?}: labels need guest = \"host\" (they are container labels)",
+                    c.name
+                ));
+            }
+        }
+        for c in &self.cgroups {
+            if c.kube && (self.guest != Guest::Host || self.runtime != Runtime::Podman) {
+                return bad(format!(
+                    "cgroup {:?}: kube = true needs guest = \"host\" and runtime = \"podman\" \
+                     (it runs `podman kube play`)",
+                    c.name
+                ));
+            }
+            if !c.kube && !c.annotations.is_empty() {
+                return bad(format!(
+                    "cgroup {:?}: annotations are a pod's: set kube = true",
+                    c.name
+                ));
+            }
+            if c.kube && (c.command.is_some() || c.client.is_some() || !c.labels.is_empty()) {
+                return bad(format!(
+                    "cgroup {:?}: a kube pod runs the workload program only (no command, \
+                     client or labels; pod annotations instead)",
                     c.name
                 ));
             }

@@ -6,6 +6,8 @@
 //! * `set`, `unset`, `get`, `status`, `explain`, `reload`, `version` ([`remote`] over
 //!   [`client`]): talk to a running memweightd on its control socket; `status` filters and
 //!   watches ([`watch`]).
+//! * `health` ([`health`]): GET the daemon's `/healthz` on its metrics listener (a container's
+//!   liveness probe; no curl needed).
 //! * `completions SHELL`, `man` ([`generate`]): generated from these clap definitions.
 //!
 //! The options every subcommand shares ([`Global`]: `--output`, `--socket`, `--wait`) are
@@ -26,6 +28,7 @@ use memweight_proto::ctl;
 
 mod client;
 mod generate;
+mod health;
 mod narrative;
 mod plan;
 mod remote;
@@ -93,6 +96,9 @@ enum Command {
     Reload,
     /// Show this client's version and the daemon's.
     Version,
+    /// Ask the daemon's /healthz (the metrics listener) whether its control loop ticks: exit 0
+    /// on 200 (a container's liveness probe).
+    Health(health::HealthArgs),
     /// Print a shell completion script.
     Completions(generate::CompletionArgs),
     /// Print the man page (roff).
@@ -160,6 +166,7 @@ fn main() -> ExitCode {
         Command::Explain(a) => remote::run(remote::Remote::Explain(a), g),
         Command::Reload => remote::run(remote::Remote::Reload, g),
         Command::Version => remote::version(g),
+        Command::Health(a) => health::run(&a),
         Command::Completions(a) => generate::completions(&a, Cli::command()),
         Command::Man => generate::man(Cli::command()),
     };

@@ -35,9 +35,12 @@
 //! [`MAX_BODY`] whatever the engine sends.
 //!
 //! The pure parts are here too, tested without a socket: [`container_id`] takes the id out of a
-//! cgroup path (`machine.slice/libpod-<id>.scope`, `system.slice/docker-<id>.scope`, optionally
-//! followed by podman's `/container` sub-cgroup) and [`parse_list`] reads the API's answer
-//! (fuzzed: `fuzz/fuzz_targets/engine_list.rs`).
+//! cgroup path (`machine.slice/libpod-<id>.scope`, `system.slice/docker-<id>.scope`, a pod's
+//! `machine.slice/machine-libpod_pod_<pod>.slice/libpod-<id>.scope`, Kubernetes'
+//! `cri-containerd-<id>.scope` and `crio-<id>.scope`, optionally followed by podman's
+//! `/container` sub-cgroup) and [`parse_list`] reads the API's answer (fuzzed:
+//! `fuzz/fuzz_targets/engine_list.rs`). A pod's annotations, which the list does not carry, are
+//! [`crate::annotations`].
 //! What the labels ask for, and what a rule lets them have, is [`crate::labels`].
 
 use std::collections::BTreeMap;
@@ -83,8 +86,12 @@ pub struct Container {
     pub id: String,
     /// Name without the leading `/` (the id's first 12 digits when it has none).
     pub name: String,
-    /// All labels.
+    /// The labels with the configured prefix (the daemon reads no others).
     pub labels: BTreeMap<String, String>,
+    /// The OCI annotations with [`crate::annotations::ANNOTATION_PREFIX`] (a kube pod's
+    /// `metadata.annotations`), read only for a container without such labels; empty until
+    /// read.
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// What the engine said at the last good refresh.
@@ -136,10 +143,12 @@ impl Snapshot {
     }
 }
 
-/// The container id in a cgroup path: the last component `libpod-<id>.scope` or
-/// `docker-<id>.scope` (or the one before a trailing `container`, where podman nests the
-/// container's own processes). The id must be 64 hex digits, so `libpod-conmon-<id>.scope`
-/// and other units are not containers.
+/// The container id in a cgroup path: the last component `libpod-<id>.scope` (podman, also in
+/// a pod's `machine-libpod_pod_<pod>.slice`), `docker-<id>.scope`, or, under Kubernetes' systemd
+/// cgroup driver, `cri-containerd-<id>.scope` and `crio-<id>.scope` (or the one before a
+/// trailing `container`, where podman nests the container's own processes). The id must be 64
+/// hex digits, so `libpod-conmon-<id>.scope`, `crio-conmon-<id>.scope` and other units are
+/// not containers.
 #[must_use]
 pub fn container_id(cgroup: &str) -> Option<&str> {
     let mut parts = cgroup.trim_matches('/').rsplit('/');
@@ -147,9 +156,9 @@ pub fn container_id(cgroup: &str) -> Option<&str> {
     if last == "container" {
         last = parts.next()?;
     }
-    let id = last
-        .strip_prefix("libpod-")
-        .or_else(|| last.strip_prefix("docker-"))?
+    let id = ["libpod-", "docker-", "cri-containerd-", "crio-"]
+        .iter()
+        .find_map(|p| last.strip_prefix(p))?
         .strip_suffix(".scope")?;
     (id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
 }
@@ -347,7 +356,12 @@ mod wire {
                 return Ok(None);
             }
             let name = name.unwrap_or_else(|| id.chars().take(12).collect());
-            Ok(Some(Container { id, name, labels }))
+            Ok(Some(Container {
+                id,
+                name,
+                labels,
+                annotations: BTreeMap::new(),
+            }))
         }
         fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
             Ok(None)
@@ -515,6 +529,8 @@ pub fn engine_sockets(cfg: &ContainersConfig) -> Vec<PathBuf> {
 struct Engine {
     last: Option<Vec<Container>>,
     failures: u32,
+    /// The annotations of its containers without labels (one inspection per id).
+    annotations: crate::annotations::Cache,
 }
 
 /// Aborts the HTTP connection task when the request is done or abandoned.
@@ -557,6 +573,27 @@ async fn list_unbounded(
     label_prefix: &str,
     max_body: usize,
 ) -> Result<Vec<Container>, EngineError> {
+    let (_, body) = get(socket, "/containers/json", max_body, |status| {
+        (200..300).contains(&status)
+    })
+    .await?;
+    parse_list(&body, label_prefix).map_err(|message| EngineError::Body {
+        path: socket.to_owned(),
+        message,
+    })
+}
+
+/// One GET of `path` on the engine's socket: the status and at most `max_body` bytes of body.
+/// An answer whose status `wanted` refuses is [`EngineError::Status`], its body not read; one
+/// that says it is larger than `max_body` is not read at all; one that grows larger as it
+/// streams in is cut off there (never more than `max_body` bytes held). The list and
+/// [`crate::annotations`]' inspections both go through it.
+pub(crate) async fn get(
+    socket: &Path,
+    path: &str,
+    max_body: usize,
+    wanted: impl Fn(u16) -> bool,
+) -> Result<(u16, Bytes), EngineError> {
     let http = |e: &dyn std::fmt::Display| EngineError::Http {
         path: socket.to_owned(),
         message: e.to_string(),
@@ -581,25 +618,24 @@ async fn list_unbounded(
             debug!(error = %e, "container engine connection ended");
         }
     }));
-    let request = hyper::Request::get("/containers/json")
+    let request = hyper::Request::get(path)
         .header(hyper::header::HOST, "localhost")
         .header(hyper::header::ACCEPT, "application/json")
         .body(Empty::<Bytes>::new())
         .map_err(|e| http(&e))?;
     let response = sender.send_request(request).await.map_err(|e| http(&e))?;
-    if !response.status().is_success() {
+    let status = response.status().as_u16();
+    if !wanted(status) {
         return Err(EngineError::Status {
             path: socket.to_owned(),
-            status: response.status().as_u16(),
+            status,
         });
     }
-    // An answer that says it is too large is not read at all.
     if usize::try_from(hyper::body::Body::size_hint(response.body()).lower())
         .map_or(true, |n| n > max_body)
     {
         return Err(too_large());
     }
-    // Counted as it streams in: no more than `max_body` bytes are ever held.
     let body = Limited::new(response.into_body(), max_body)
         .collect()
         .await
@@ -611,10 +647,7 @@ async fn list_unbounded(
             }
         })?
         .to_bytes();
-    parse_list(&body, label_prefix).map_err(|message| EngineError::Body {
-        path: socket.to_owned(),
-        message,
-    })
+    Ok((status, body))
 }
 
 /// The running task: the latest snapshot, and the channel reloads send new settings on.
@@ -743,7 +776,12 @@ async fn refresh_loop(
                 for socket in &sockets {
                     let engine = engines.entry(socket.clone()).or_default();
                     match list(socket, timeout, &cfg.label_prefix).await {
-                        Ok(l) => {
+                        Ok(mut l) => {
+                            let prefix = &cfg.label_prefix;
+                            engine
+                                .annotations
+                                .fill(socket, timeout, prefix, &mut l)
+                                .await;
                             engine.failures = 0;
                             engine.last = Some(l);
                             answered.get_or_insert_with(|| socket.clone());
@@ -869,6 +907,7 @@ mod tests {
             id: id.to_owned(),
             name: name.to_owned(),
             labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
         };
         let list = |cs: &[Container]| -> BTreeMap<String, Container> {
             cs.iter().map(|c| (c.id.clone(), c.clone())).collect()
@@ -906,7 +945,8 @@ mod tests {
             format!("machine.slice/libpod-{}.scope", &ID[..12]),
             format!("machine.slice/libpod-{ID}x.scope"),
             format!("machine.slice/libpod-{ID}.service"),
-            format!("machine.slice/crio-{ID}.scope"),
+            format!("machine.slice/crio-conmon-{ID}.scope"),
+            format!("kubepods.slice/cri-containerd-{}.scope", &ID[..63]),
             format!("machine.slice/libpod-{ID}.scope/other"),
             "container".to_owned(),
             "/".to_owned(),
@@ -916,6 +956,30 @@ mod tests {
         ] {
             assert_eq!(container_id(&not), None, "{not}");
         }
+    }
+
+    /// Kubernetes with the systemd cgroup driver (containerd, CRI-O) and podman's pods (`podman
+    /// kube play`) nest the container's scope in slices; the scope's name carries the id.
+    #[test]
+    fn ids_come_from_pod_and_kubernetes_scopes() {
+        for path in [
+            format!("machine.slice/machine-libpod_pod_{ID}.slice/libpod-{ID}.scope"),
+            format!(
+                "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1a2b3c4d_5e6f_7a8b_9c0d_1e2f3a4b5c6d.slice/cri-containerd-{ID}.scope"
+            ),
+            format!(
+                "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podx.slice/crio-{ID}.scope"
+            ),
+            format!("kubepods.slice/kubepods-pody.slice/cri-containerd-{ID}.scope"),
+            format!("kubepods.slice/kubepods-pody.slice/crio-{ID}.scope/container"),
+        ] {
+            assert_eq!(container_id(&path), Some(ID), "{path}");
+        }
+        assert_eq!(
+            container_id(&format!("machine.slice/machine-libpod_pod_{ID}.slice")),
+            None,
+            "the pod's slice is not a container"
+        );
     }
 
     /// podman puts each container's conmon in `libpod-conmon-<id>.scope` beside the container's
@@ -989,6 +1053,7 @@ mod tests {
                     id: id.to_owned(),
                     name: name.to_owned(),
                     labels: BTreeMap::new(),
+                    annotations: BTreeMap::new(),
                 },
             );
         }
@@ -1009,6 +1074,7 @@ mod tests {
                 id: format!("{shared}ffff"),
                 name: "twin".into(),
                 labels: BTreeMap::new(),
+                annotations: BTreeMap::new(),
             },
         );
         assert!(snap.find(shared).is_err());

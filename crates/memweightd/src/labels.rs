@@ -54,7 +54,7 @@ pub fn parse_labels(
                 "weight",
                 v,
                 &format!(
-                    "{}, e.g. memweight.weight=200",
+                    "{}, e.g. {prefix}weight=200",
                     memweight_policy::accepted_weights()
                 ),
             ),

@@ -18,6 +18,9 @@
 //! * [`containers`]: container names and labels from the podman/docker API, refreshed by a
 //!   background task the loop never waits on.
 //! * [`labels`]: what container labels ask for, bounded by their rule (pure).
+//! * [`annotations`]: a pod's `memweight.io/*` annotations (podman's libpod inspect, once per
+//!   container without labels); labels win.
+//! * [`cgroupns`]: the daemon's own cgroup from inside a container's cgroup namespace.
 //! * [`controller`]: the state owner and the tick, in rooms: membership (discovery, settings
 //!   resolved once per tick), sampling, jobs (writes, restores), report.
 //! * [`ledger`]: every original limit (managed cgroups and ancestors) and its copy on disk;
@@ -39,6 +42,8 @@
 //! * [`systemd`]: readiness and watchdog notifications, and `tick` checked against the
 //!   service's watchdog.
 
+pub mod annotations;
+pub mod cgroupns;
 pub mod commands;
 pub mod containers;
 pub mod controller;

@@ -38,7 +38,10 @@ enum Answer {
     Hang,
 }
 
-/// A Docker-compatible API on a Unix socket that answers `GET /containers/json`.
+/// A Docker-compatible API on a Unix socket that answers `GET /containers/json`, and, given
+/// libpod inspect answers ([`FakeEngine::start_podman`]), `GET /v4.0.0/libpod/containers/{id}/json`
+/// as podman does (404 "no such container" for other ids); without them every other path is
+/// docker's 404 "page not found".
 struct FakeEngine {
     path: PathBuf,
     answer: Arc<Mutex<Answer>>,
@@ -47,16 +50,26 @@ struct FakeEngine {
 
 impl FakeEngine {
     fn start(path: &Path, answer: Answer) -> Self {
+        Self::start_podman(path, answer, std::collections::BTreeMap::new())
+    }
+
+    fn start_podman(
+        path: &Path,
+        answer: Answer,
+        inspects: std::collections::BTreeMap<String, String>,
+    ) -> Self {
         let _ = std::fs::remove_file(path);
         let listener = UnixListener::bind(path).expect("bind the fake engine socket");
         let answer = Arc::new(Mutex::new(answer));
         let shared = Arc::clone(&answer);
+        let inspects = Arc::new(inspects);
         let task = tokio::spawn(async move {
             loop {
                 let Ok((mut stream, _)) = listener.accept().await else {
                     continue;
                 };
                 let answer = shared.lock().expect("answer lock").clone();
+                let inspects = Arc::clone(&inspects);
                 tokio::spawn(async move {
                     let mut request = Vec::new();
                     let mut buf = [0_u8; 1024];
@@ -67,6 +80,28 @@ impl FakeEngine {
                         }
                     }
                     let head = String::from_utf8_lossy(&request);
+                    let inspect = head
+                        .strip_prefix("GET /v4.0.0/libpod/containers/")
+                        .and_then(|rest| rest.split_once("/json "))
+                        .map(|(id, _)| id.to_owned());
+                    if let (Some(id), false) = (inspect, inspects.is_empty()) {
+                        let (status, body) = match inspects.get(&id) {
+                            Some(b) => ("200 OK", b.clone()),
+                            None => (
+                                "404 Not Found",
+                                r#"{"cause":"no such container","message":"no such container","response":404}"#
+                                    .to_owned(),
+                            ),
+                        };
+                        let reply = format!(
+                            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n\
+                             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                        let _ = stream.write_all(reply.as_bytes()).await;
+                        let _ = stream.shutdown().await;
+                        return;
+                    }
                     let body = match answer {
                         Answer::Hang => {
                             tokio::time::sleep(Duration::from_secs(3600)).await;
@@ -974,4 +1009,101 @@ async fn set_by_name_of_a_container_no_rule_manages_says_to_add_a_glob() {
         "{}",
         e.message
     );
+}
+
+/// A container of a `podman kube play` pod, as podman 4.3's libpod inspect shows it: the pod's
+/// `metadata.annotations` are the container's `Config.Annotations`.
+fn pod_inspect(id: &str, annotations: &[(&str, &str)]) -> String {
+    let annotations: serde_json::Map<String, serde_json::Value> = annotations
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), serde_json::Value::from(*v)))
+        .chain([(
+            "io.kubernetes.cri-o.SandboxID".to_owned(),
+            serde_json::Value::from("ff"),
+        )])
+        .collect();
+    serde_json::json!({
+        "Id": id,
+        "State": {"Status": "running", "Pid": 4242},
+        "Config": {"Hostname": "app", "Labels": {"app": "x"}, "Annotations": annotations},
+        "HostConfig": {"Binds": []},
+    })
+    .to_string()
+}
+
+/// Issue 22: pods started with `podman kube play` are weighted by their `memweight.io/*`
+/// annotations, which only the libpod inspect shows; bounded by the rule like labels; a
+/// container's `memweight.*` labels win over its annotations.
+#[tokio::test]
+async fn pod_annotations_weigh_pods_bounded_like_labels_and_labels_win() {
+    const POD: &str = "9999999999999999999999999999999999999999999999999999999999999999";
+    const HOSTILE: &str = "4444444444444444444444444444444444444444444444444444444444444444";
+    let host = Host::new();
+    let pod_scope =
+        |id: &str| format!("machine.slice/machine-libpod_pod_{POD}.slice/libpod-{id}.scope");
+    let mut cgroups = Vec::new();
+    for id in [WEB, DB, PLAIN, HOSTILE] {
+        let c = FakeCgroup::new(host.dir.path().join("cg"), &pod_scope(id));
+        c.set_current(1000 * MIB);
+        c.set_stat(900 * MIB, 100 * MIB);
+        cgroups.push(c);
+    }
+    let w = |n: &'static str| ("memweight.io/weight", n);
+    let _engine = FakeEngine::start_podman(
+        &host.engine_socket(),
+        list(&[
+            container(WEB, "app1-work", &[("app", "app1")]),
+            container(DB, "app2-work", &[]),
+            // Both: the label wins, the annotation is not even read.
+            container(PLAIN, "app3-work", &[("memweight.weight", "3")]),
+            container(HOSTILE, "greedy-work", &[]),
+        ]),
+        [
+            (
+                WEB.to_owned(),
+                pod_inspect(WEB, &[w("1"), ("memweight.io/max", "2G")]),
+            ),
+            (DB.to_owned(), pod_inspect(DB, &[w("2")])),
+            (PLAIN.to_owned(), pod_inspect(PLAIN, &[w("300")])),
+            (
+                HOSTILE.to_owned(),
+                pod_inspect(HOSTILE, &[w("10000"), ("memweight.io/min", "1T")]),
+            ),
+        ]
+        .into_iter()
+        .collect(),
+    );
+    let mut ctl = host.controller_with(
+        "[[cgroup]]\nglob = \"machine.slice/machine-libpod_pod_*.slice/libpod-*.scope\"\n\
+         weight = 100\nlabel_weight_max = 400\n",
+    );
+    tick_until(&mut ctl, "annotation weights applied", |r| {
+        row(r, &pod_scope(WEB)).weight == 1 && row(r, &pod_scope(DB)).weight == 2
+    })
+    .await;
+    let r = ctl.tick().await.expect("tick").clone();
+    assert_eq!(
+        row(&r, &pod_scope(WEB)).source,
+        Some(WeightSource::Label {
+            label: "memweight.io/weight".into(),
+            container: "app1-work".into(),
+        })
+    );
+    let web = ctl.resolve(&pod_scope(WEB)).expect("a rule names it");
+    assert_eq!(web.settings.max, Some(2 << 30), "memweight.io/max applies");
+    assert_eq!(row(&r, &pod_scope(PLAIN)).weight, 3, "the label wins");
+    assert_eq!(row(&r, &pod_scope(PLAIN)).source, label("app3-work"));
+    let greedy = ctl.resolve(&pod_scope(HOSTILE)).expect("a rule names it");
+    assert_eq!(
+        (greedy.settings.weight, greedy.settings.min),
+        (400, 0),
+        "clamped to the rule's bounds like a label"
+    );
+    let clamped: Vec<&str> = greedy
+        .label_clamps
+        .iter()
+        .map(|c| c.label.as_str())
+        .collect();
+    assert_eq!(clamped, ["memweight.io/weight", "memweight.io/min"]);
+    assert_eq!(r.pool.total_weight, 1 + 2 + 3 + 400);
 }

@@ -149,3 +149,183 @@ fn metric_names_are_found_in_expressions() {
         ["memweight_up", "memweight_writes_total"]
     );
 }
+
+/// A YAML file of `deploy/kubernetes/`.
+fn yaml(rel: &str) -> serde_yaml::Value {
+    serde_yaml::from_str(&read(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// A string at `path` (keys) in `v`.
+fn text<'a>(v: &'a serde_yaml::Value, path: &[&str]) -> &'a str {
+    path.iter()
+        .fold(v, |v, k| &v[*k])
+        .as_str()
+        .unwrap_or_else(|| panic!("no string at {path:?}"))
+}
+
+/// Issue 22: the lab proves the DaemonSet's pod with `podman kube play` of pod.yaml (podman 4.3
+/// plays no DaemonSet), so the two must be the same pod.
+#[test]
+fn the_daemonsets_pod_is_the_pod_podman_plays() {
+    let ds = yaml("deploy/kubernetes/daemonset.yaml");
+    let pod = yaml("deploy/kubernetes/pod.yaml");
+    assert_eq!(text(&ds, &["kind"]), "DaemonSet");
+    assert_eq!(text(&pod, &["kind"]), "Pod");
+    assert_eq!(
+        ds["spec"]["template"]["spec"], pod["spec"],
+        "daemonset.yaml's spec.template.spec and pod.yaml's spec differ: change both"
+    );
+    assert_eq!(
+        ds["spec"]["template"]["metadata"]["labels"],
+        pod["metadata"]["labels"]
+    );
+    assert_eq!(
+        ds["spec"]["selector"]["matchLabels"],
+        ds["spec"]["template"]["metadata"]["labels"]
+    );
+}
+
+/// The ConfigMap's file is config/memweight.toml with the host's cgroup tree where the pod
+/// mounts it, and every path the daemon uses is on a volume of the pod.
+#[test]
+fn the_configmap_is_the_shipped_config_on_the_pods_volumes() {
+    use memweightd::config::Config;
+    let cm = yaml("deploy/kubernetes/configmap.yaml");
+    let file = text(&cm, &["data", "memweight.toml"]);
+    let (cfg, _) = Config::parse(file, Path::new("configmap.yaml")).expect("the daemon accepts it");
+    let (shipped, _) = Config::parse(&read("config/memweight.toml"), Path::new("memweight.toml"))
+        .expect("shipped config");
+    assert_eq!(cfg.cgroup_root, Path::new("/host/sys/fs/cgroup"));
+    assert_eq!(
+        Config {
+            cgroup_root: shipped.cgroup_root.clone(),
+            ..cfg.clone()
+        },
+        shipped,
+        "only cgroup_root differs from config/memweight.toml"
+    );
+
+    let pod = yaml("deploy/kubernetes/pod.yaml");
+    let spec = &pod["spec"];
+    let c = &spec["containers"][0];
+    let mounts: Vec<(&str, &str)> = c["volumeMounts"]
+        .as_sequence()
+        .expect("volumeMounts")
+        .iter()
+        .map(|m| (text(m, &["name"]), text(m, &["mountPath"])))
+        .collect();
+    let volume = |name: &str| {
+        spec["volumes"]
+            .as_sequence()
+            .expect("volumes")
+            .iter()
+            .find(|v| v["name"].as_str() == Some(name))
+            .unwrap_or_else(|| panic!("no volume {name}"))
+            .clone()
+    };
+    let mounted_at = |path: &Path| {
+        mounts
+            .iter()
+            .find(|(_, at)| Path::new(at) == path)
+            .map(|(name, _)| volume(name))
+            .unwrap_or_else(|| panic!("{} is on no volume: {mounts:?}", path.display()))
+    };
+    assert_eq!(
+        text(&mounted_at(&cfg.cgroup_root), &["hostPath", "path"]),
+        "/sys/fs/cgroup"
+    );
+    assert_eq!(
+        text(&mounted_at(&cfg.state_dir), &["hostPath", "path"]),
+        "/var/lib/memweight"
+    );
+    let control_dir = cfg.control.socket.parent().expect("socket dir");
+    assert_eq!(
+        text(&mounted_at(control_dir), &["hostPath", "path"]),
+        "/run/memweight"
+    );
+    let config_vol = mounted_at(Path::new("/etc/memweight"));
+    assert_eq!(
+        text(&config_vol, &["configMap", "name"]),
+        text(&cm, &["metadata", "name"])
+    );
+    let args: Vec<&str> = c["args"]
+        .as_sequence()
+        .expect("args")
+        .iter()
+        .filter_map(serde_yaml::Value::as_str)
+        .collect();
+    assert_eq!(args, ["--config", "/etc/memweight/memweight.toml"]);
+    // The liveness probe asks the listener the config opens.
+    let probe: Vec<&str> = c["livenessProbe"]["exec"]["command"]
+        .as_sequence()
+        .expect("an exec probe")
+        .iter()
+        .filter_map(serde_yaml::Value::as_str)
+        .collect();
+    assert_eq!(
+        probe,
+        [
+            "/usr/bin/memweightctl",
+            "health",
+            "--address",
+            cfg.metrics.listen.as_str()
+        ]
+    );
+    assert!(cfg.metrics.enabled);
+    // Unprivileged, with the one capability mlockall needs.
+    let sc = &c["securityContext"];
+    assert_eq!(sc["privileged"].as_bool(), Some(false));
+    assert_eq!(sc["capabilities"]["drop"][0].as_str(), Some("ALL"));
+    assert_eq!(sc["capabilities"]["add"][0].as_str(), Some("IPC_LOCK"));
+    // Longer than the daemon's restore on SIGTERM may take (20 s).
+    assert!(spec["terminationGracePeriodSeconds"].as_u64() > Some(20));
+}
+
+/// The shipped globs cover containers as podman (alone and in `kube play` pods) and Kubernetes
+/// with the systemd cgroup driver (containerd, CRI-O; each QoS class) lay them out, and not
+/// their conmon scopes' pods' slices.
+#[test]
+fn the_shipped_globs_cover_podman_pods_and_kubernetes_layouts() {
+    use memweightd::config::Config;
+    let (_, rules) = Config::parse(&read("config/memweight.toml"), Path::new("memweight.toml"))
+        .expect("shipped config");
+    let id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    let uid = "1a2b3c4d_5e6f_7a8b_9c0d_1e2f3a4b5c6d";
+    for path in [
+        format!("machine.slice/libpod-{id}.scope"),
+        format!("machine.slice/machine-libpod_pod_{id}.slice/libpod-{id}.scope"),
+        format!("system.slice/docker-{id}.scope"),
+        format!(
+            "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid}.slice/cri-containerd-{id}.scope"
+        ),
+        format!(
+            "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{uid}.slice/cri-containerd-{id}.scope"
+        ),
+        format!("kubepods.slice/kubepods-pod{uid}.slice/cri-containerd-{id}.scope"),
+        format!(
+            "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid}.slice/crio-{id}.scope"
+        ),
+        format!(
+            "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{uid}.slice/crio-{id}.scope"
+        ),
+        format!("kubepods.slice/kubepods-pod{uid}.slice/crio-{id}.scope"),
+    ] {
+        assert!(rules.rule_for(&path).is_some(), "no rule for {path}");
+        assert_eq!(
+            memweightd::containers::container_id(&path),
+            Some(id),
+            "{path}"
+        );
+    }
+    for path in [
+        format!("machine.slice/machine-libpod_pod_{id}.slice"),
+        format!("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid}.slice"),
+        "kubepods.slice/kubepods-burstable.slice".to_owned(),
+        "kubepods.slice".to_owned(),
+    ] {
+        assert!(
+            rules.rule_for(&path).is_none(),
+            "{path} is a slice, not a container"
+        );
+    }
+}

@@ -40,6 +40,8 @@ struct Workload {
     removed: bool,
     /// Host guest: where podman writes the container id, until the cgroup is known.
     cidfile: Option<PathBuf>,
+    /// Host guest, `kube = true`: the pod's annotations (started with `podman kube play`).
+    kube: Option<std::collections::BTreeMap<String, String>>,
 }
 
 impl Workload {
@@ -130,6 +132,7 @@ impl Lab {
                 client: None,
                 removed: false,
                 cidfile: None,
+                kube: None,
             });
         }
         if scenario.daemon.enabled {
@@ -184,6 +187,7 @@ impl Lab {
                 client: None,
                 removed: false,
                 cidfile: Some(Path::new(WORK_DIR).join(format!("{}.cid", c.name))),
+                kube: c.kube.then(|| c.annotations.clone()),
             })
             .collect();
         Lab::new(
@@ -206,10 +210,9 @@ impl Lab {
             let Some(cid) = host::parse_cid(&text) else {
                 continue;
             };
-            let dir = host::container_cgroup(scenario.runtime, cid);
-            if !dir.exists() {
+            let Some(dir) = host::find_container_cgroup(scenario.runtime, cid) else {
                 continue;
-            }
+            };
             let mut problems = Vec::new();
             if let Some(high) = spec.initial_high
                 && let Err(e) = write_file(&dir.join("memory.high"), &high.to_string())

@@ -53,13 +53,21 @@ impl Lab {
         let log = Path::new(WORK_DIR).join(format!("workload-{}.stderr", w.name));
         let dir = w.dir.clone();
         let name = w.name.clone();
-        let mut child = match &w.cidfile {
-            Some(cidfile) => {
+        let mut child = match (&w.cidfile, &w.kube) {
+            (Some(cidfile), Some(annotations)) => {
+                let pod_file = Path::new(WORK_DIR).join(format!("{name}.pod.json"));
+                fs::write(&pod_file, host::kube_pod(&name, annotations, argv))
+                    .with_context(|| format!("cannot write {}", pod_file.display()))?;
+                let context = host::kube_image_context()?;
+                let script = host::kube_script(&name, &context, &pod_file, cidfile);
+                start_logged(&["sh".to_owned(), "-c".to_owned(), script], &log)?
+            }
+            (Some(cidfile), None) => {
                 let labels = labels.cloned().unwrap_or_default();
                 let argv = host::run_argv(self.runtime, &name, &labels, argv, cidfile);
                 start_logged(&argv, &log)?
             }
-            None => self.start_in_cgroup(&dir, argv, &log)?,
+            (None, _) => self.start_in_cgroup(&dir, argv, &log)?,
         };
         self.read_ops(&name, &mut child);
         let t = self.now();

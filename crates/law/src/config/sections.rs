@@ -26,13 +26,13 @@ pub const MAX_TICK: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum CapacityMode {
-    /// Work-conserving (opt-in until it passes the host guest on both kernels, see
-    /// docs/configuration.md): the kernel decides how much the managed cgroups keep
-    /// together, the daemon only how it is split. The pool is what they hold now, plus
+    /// Work-conserving, the default: the kernel decides how much the managed cgroups keep
+    /// together, the daemon only how it is split, so they never keep less than the kernel
+    /// alone would leave them (docs/configuration.md). The pool is what they hold now, plus
     /// MemAvailable above the reserve while the kernel's global reclaim is idle
     /// (`/proc/vmstat` `pgscan_kswapd` + `pgscan_direct` did not move since the last tick).
     /// Nothing is protected or throttled while no managed cgroup reaches for memory (faults
-    /// it back, [`crate::capacity::REFAULT_DEMAND`], or stalls on it,
+    /// it back, [`crate::capacity::REFAULT_DEMAND`], or some while it stalls on it,
     /// [`crate::capacity::STALL_DEMAND_PCT`]): the kernel's reclaim weighs their pages against
     /// everyone's as it would without the daemon. A cgroup that reaches is protected by
     /// `memory.low` up to its weighted, water-filled share of the pool (never above what it
@@ -43,13 +43,13 @@ pub enum CapacityMode {
     /// managed set stall on memory, nothing is protected
     /// ([`crate::capacity::OUTSIDE_STALL_PCT`]), so that the host's own services are not
     /// starved for the containers' sake. Written `mode = "kernel"`.
+    #[default]
     Kernel,
     /// Defend a reserve: shrink the pool by the shortfall of MemAvailable below the reserve
     /// and under host PSI, and enforce it with `memory.reclaim` and `memory.high`: the managed
     /// cgroups pay for the whole shortage, and the host's free memory stays above the reserve
-    /// (docs/configuration.md says when to choose it). The default; `"auto"` is its earlier
-    /// name, so configs written for it keep their law.
-    #[default]
+    /// (docs/configuration.md says when to choose it). `"auto"` is its earlier name (the
+    /// default before `kernel`), so configs written for it keep their law.
     #[serde(alias = "auto")]
     Reserve,
     /// A fixed size or share of MemTotal, enforced like `reserve`.
@@ -60,7 +60,7 @@ pub enum CapacityMode {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CapacityConfig {
-    /// `reserve` (the default; `auto` reads as it), `kernel` (work-conserving) or `fixed`.
+    /// `kernel` (work-conserving, the default), `reserve` (`auto` reads as it) or `fixed`.
     pub mode: CapacityMode,
     /// With `mode = "fixed"`: bytes or a percentage of MemTotal.
     pub fixed: Option<Amount>,
@@ -84,7 +84,7 @@ pub struct CapacityConfig {
 impl Default for CapacityConfig {
     fn default() -> Self {
         CapacityConfig {
-            mode: CapacityMode::Reserve,
+            mode: CapacityMode::Kernel,
             fixed: None,
             reserve: Reserve::Watermarks,
             psi_threshold: 40.0,
@@ -247,7 +247,7 @@ pub struct Config {
     /// cgroup's protection by its ancestors'. The work-conserving law (`mode = "kernel"`)
     /// protects a cgroup that reaches for memory with `memory.low`, which protects nothing
     /// under a parent whose own is 0 (systemd's `machine.slice`, measured in docs/design.md):
-    /// turn it on with that mode. Every value it raises is recorded and written back.
+    /// on by default, for that mode. Every value it raises is recorded and written back.
     pub protect_ancestors: bool,
     /// `error`, `warn`, `info`, `debug` or `trace` (overridden by `RUST_LOG`).
     pub log_level: String,
@@ -276,7 +276,7 @@ impl Default for Config {
             idle_tax: 0,
             max_step: Amount::Percent(10.0),
             min_floor: Size(16 << 20),
-            protect_ancestors: false,
+            protect_ancestors: true,
             log_level: "info".to_owned(),
             capacity: CapacityConfig::default(),
             control: ControlConfig::default(),

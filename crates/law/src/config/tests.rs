@@ -15,10 +15,13 @@ fn defaults_are_sane() {
     assert_eq!(cfg.cgroup_root, PathBuf::from("/sys/fs/cgroup"));
     assert_eq!(cfg.tick.0, Duration::from_secs(1));
     assert!(cfg.enforce);
-    assert_eq!(cfg.capacity.mode, CapacityMode::Reserve);
-    assert!(!cfg.protect_ancestors);
-    let (kernel, _) = parse("[capacity]\nmode = \"kernel\"").expect("work-conserving");
-    assert_eq!(kernel.capacity.mode, CapacityMode::Kernel);
+    assert_eq!(cfg.capacity.mode, CapacityMode::Kernel, "work-conserving");
+    assert!(
+        cfg.protect_ancestors,
+        "memory.low protects through the slices"
+    );
+    let (reserve, _) = parse("[capacity]\nmode = \"reserve\"").expect("the reserve law");
+    assert_eq!(reserve.capacity.mode, CapacityMode::Reserve);
     let (auto, _) = parse("[capacity]\nmode = \"auto\"").expect("the earlier name");
     assert_eq!(
         auto.capacity.mode,

@@ -112,11 +112,16 @@ impl Controller {
             rule: rule.name.clone(),
         };
         let container = self.snap.for_cgroup(path);
-        let prefix = &self.cfg.containers.label_prefix;
-        let (labels, label_errors) = container.map_or_else(
+        // The container's labels, or its pod's annotations when it has no labels.
+        let label_prefix = self.cfg.containers.label_prefix.as_str();
+        let (asked, prefix) = container.map_or((None, label_prefix), |c| {
+            let (asked, prefix) = crate::annotations::requests(c, label_prefix);
+            (Some(asked), prefix)
+        });
+        let (labels, label_errors) = asked.map_or_else(
             || (None, Vec::new()),
-            |c| {
-                let (v, errors) = labels::parse_labels(&c.labels, prefix);
+            |asked| {
+                let (v, errors) = labels::parse_labels(asked, prefix);
                 (Some(v), errors)
             },
         );
@@ -221,10 +226,21 @@ impl Controller {
         let mut out: Vec<Wanted> = Vec::with_capacity(found.len());
         for path in &found {
             if self.forbidden.contains(path) {
+                // A glob that also matches the daemon's own container (the shipped podman
+                // globs, with memweightd in a pod of its own) is expected: said once, at info.
+                // A rule naming it by its path is the operator's mistake.
+                let by_glob = self.rules.rule_for(path).is_some_and(|r| r.name != *path);
                 self.warn_once(&format!("forbidden:{path}"), || {
-                    error!(cgroup = %path,
-                        "not managing the daemon's own cgroup, an ancestor of it, or init.scope: \
-                         throttling it would throttle memweightd or PID 1; change the rule");
+                    if by_glob {
+                        info!(cgroup = %path,
+                            "a glob matches the daemon's own cgroup, an ancestor of it, or \
+                             init.scope; leaving it alone");
+                    } else {
+                        error!(cgroup = %path,
+                            "not managing the daemon's own cgroup, an ancestor of it, or \
+                             init.scope: throttling it would throttle memweightd or PID 1; \
+                             change the rule");
+                    }
                 });
                 continue;
             }

@@ -211,10 +211,36 @@ impl Controller {
         .with_forbidden())
     }
 
-    /// Works out [`Controller::forbidden`] from `/proc/self/cgroup` (under `proc_root`).
+    /// Works out [`Controller::forbidden`] from `/proc/self/cgroup` (under `proc_root`); in a
+    /// container with a cgroup namespace of its own, from the pid in the host's tree
+    /// ([`crate::cgroupns`]).
     fn with_forbidden(mut self) -> Self {
         let own = std::fs::read_to_string(self.cfg.proc_root.join("self/cgroup")).ok();
         self.forbidden = forbidden_cgroups(own.as_deref(), &self.cfg.cgroup_root);
+        if let Some(path) = own.as_deref().and_then(crate::outside::own_cgroup) {
+            // The host's cgroup namespace, its tree mounted at another cgroup_root (a hostPath
+            // at /host/sys/fs/cgroup): the path is the host's, relative to that root too.
+            self.forbidden
+                .extend(crate::cgroupns::with_ancestors(&path));
+        } else if own
+            .as_deref()
+            .is_some_and(crate::cgroupns::at_namespace_root)
+        {
+            match crate::cgroupns::find_own(&self.cfg.cgroup_root, std::process::id()) {
+                Some(rel) if !rel.is_empty() => {
+                    info!(cgroup = %rel,
+                        "running in a cgroup namespace; found the daemon's own cgroup in the \
+                         host's tree: it and its ancestors are never managed");
+                    self.forbidden.extend(crate::cgroupns::with_ancestors(&rel));
+                }
+                Some(_) => {}
+                None => warn!(root = %self.cfg.cgroup_root.display(),
+                    "running in a cgroup namespace and the daemon's own cgroup is not found \
+                     under cgroup_root: a rule that matches its container's cgroup would throttle \
+                     the daemon; mount the host's cgroup tree (hostPath /sys/fs/cgroup) at \
+                     cgroup_root"),
+            }
+        }
         self
     }
 

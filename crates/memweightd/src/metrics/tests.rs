@@ -10,27 +10,15 @@ fn report(paths: &[&str]) -> TickReport {
         pool: memweight_proto::ctl::Pool {
             tick: 7,
             capacity: 4500 << 20,
-            shortfall: 0,
-            psi_cut: 0,
-            reserve: 0,
-            own_stall: 0.0,
-            guards: 0,
-            held: false,
-            reclaiming: false,
-            yielding: false,
-            outside_stall: None,
-            enforcing: false,
             total_usage: 6000 << 20,
             total_weight: 6,
             pressure: true,
-            overcommitted: false,
             mem_total: 8 << 30,
             mem_available: 1 << 30,
-            swap_free: 0,
             host_psi_some_avg10: Some(12.5),
-            host_psi_full_avg10: None,
             enforce: true,
             duration_us: 1500,
+            ..memweight_proto::ctl::Pool::default()
         },
         cgroups: paths
             .iter()

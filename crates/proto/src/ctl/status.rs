@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use super::WeightSource;
 
-/// The pool and host, as of the last tick.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The pool and host, as of the last tick. `Pool::default()` is an empty pool on an unknown
+/// host (every figure 0, nothing known), for a report's fields to be filled in.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Pool {
     /// Tick number since the daemon started.
     pub tick: u64,

@@ -204,26 +204,15 @@ fn sample_pool() -> Pool {
         tick: 4,
         enforce: true,
         capacity: 4500 << 20,
-        shortfall: 0,
-        psi_cut: 0,
-        reserve: 0,
-        own_stall: 0.0,
-        guards: 0,
-        held: false,
-        reclaiming: false,
-        yielding: false,
-        outside_stall: None,
-        enforcing: false,
         total_usage: 6000 << 20,
         total_weight: 6,
         pressure: true,
-        overcommitted: false,
         mem_total: 8 << 30,
         mem_available: 1 << 30,
-        swap_free: 0,
         host_psi_some_avg10: Some(12.0),
         host_psi_full_avg10: Some(3.0),
         duration_us: 150,
+        ..Pool::default()
     }
 }
 
