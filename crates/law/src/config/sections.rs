@@ -156,7 +156,7 @@ pub struct ContainersConfig {
     /// looked up again at each refresh.
     pub socket: Option<PathBuf>,
     /// The shortest time between two requests for the list of running containers: it is
-    /// fetched when the containers' cgroups change, and every 30 refreshes otherwise.
+    /// fetched when the containers' cgroups change, and every 300 refreshes otherwise.
     pub refresh: Interval,
     /// Labels read are `<prefix>weight`, `<prefix>min` and `<prefix>max`.
     pub label_prefix: String,
