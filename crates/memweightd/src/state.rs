@@ -563,5 +563,20 @@ impl Orphans {
     }
 }
 
+/// A state holding one original, `max`/`0` for `path` with cgroup id `id` (tests).
+#[cfg(test)]
+pub(crate) fn one_original(path: &str, id: u64) -> State {
+    let mut st = State::default();
+    st.originals.insert(
+        path.into(),
+        Original {
+            high: "max".into(),
+            low: "0".into(),
+            id: Some(id),
+        },
+    );
+    st
+}
+
 #[cfg(test)]
 mod tests;

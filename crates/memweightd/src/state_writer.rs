@@ -243,20 +243,7 @@ mod tests {
     use std::fs;
 
     use super::*;
-    use crate::state::Original;
-
-    fn with(path: &str) -> State {
-        let mut st = State::default();
-        st.originals.insert(
-            path.into(),
-            Original {
-                high: "max".into(),
-                low: "0".into(),
-                id: Some(1),
-            },
-        );
-        st
-    }
+    use crate::state::one_original;
 
     fn wait_settled(w: &StateWriter) {
         for _ in 0..500 {
@@ -272,7 +259,7 @@ mod tests {
     fn a_waited_save_is_on_disk_when_it_returns() {
         let dir = tempfile::tempdir().expect("tempdir");
         let w = StateWriter::spawn(StateStore::new(dir.path())).expect("spawn");
-        w.save(&with("a")).expect("saved");
+        w.save(&one_original("a", 1)).expect("saved");
         assert!(
             StateStore::new(dir.path())
                 .load()
@@ -288,7 +275,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let w = StateWriter::spawn(StateStore::new(dir.path())).expect("spawn");
         for i in 0..200 {
-            w.submit(&with(&format!("c{i}"))).expect("handed in");
+            w.submit(&one_original(&format!("c{i}"), 1)).expect("handed in");
         }
         wait_settled(&w);
         let on_disk = StateStore::new(dir.path()).load().expect("load");
@@ -306,15 +293,15 @@ mod tests {
     fn regression_a_failed_save_is_reported_to_its_waiter_and_never_lands_late() {
         let dir = tempfile::tempdir().expect("tempdir");
         let w = StateWriter::spawn(StateStore::new(dir.path())).expect("spawn");
-        w.save(&with("a")).expect("saved");
+        w.save(&one_original("a", 1)).expect("saved");
         let blocker = block(dir.path());
-        let err = w.save(&with("b")).expect_err("blocked");
+        let err = w.save(&one_original("b", 1)).expect_err("blocked");
         assert!(err.to_string().contains("cannot be saved"), "{err}");
-        assert!(w.submit(&with("c")).is_err(), "not saved while failing");
+        assert!(w.submit(&one_original("c", 1)).is_err(), "not saved while failing");
         assert!(!w.settled());
         fs::remove_dir(&blocker).expect("unblock");
         // The next waited save succeeds; "b", given up, never lands after it.
-        w.save(&with("d")).expect("saved");
+        w.save(&one_original("d", 1)).expect("saved");
         thread::sleep(RETRY_FIRST + Duration::from_millis(200));
         let on_disk = StateStore::new(dir.path()).load().expect("load");
         assert_eq!(on_disk.originals.keys().collect::<Vec<_>>(), ["d"]);
@@ -326,14 +313,14 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let w = StateWriter::spawn(StateStore::new(dir.path())).expect("spawn");
         let blocker = block(dir.path());
-        w.submit(&with("a")).expect("handed in");
+        w.submit(&one_original("a", 1)).expect("handed in");
         thread::sleep(Duration::from_millis(300));
         assert!(!w.settled(), "the write failed");
         fs::remove_dir(&blocker).expect("unblock");
         wait_settled(&w);
         let on_disk = StateStore::new(dir.path()).load().expect("load");
         assert_eq!(on_disk.originals.keys().collect::<Vec<_>>(), ["a"]);
-        w.submit(&with("e")).expect("accepted again");
+        w.submit(&one_original("e", 1)).expect("accepted again");
         wait_settled(&w);
     }
 }

@@ -106,6 +106,15 @@ fn ledger(disk: &FakeDisk) -> Ledger {
     Ledger::open(Box::new(disk.clone()), Some("boot".into())).expect("open")
 }
 
+/// An override of the weight alone.
+fn weight(weight: u32) -> Override {
+    Override {
+        weight,
+        min: None,
+        max: None,
+    }
+}
+
 fn entry(high: &str, low: &str, id: Option<u64>) -> Original {
     Original {
         high: high.into(),
@@ -203,11 +212,7 @@ fn regression_failed_save_after_a_dry_run_kept_the_original_off_disk() {
     disk.fail(false);
     l.set_override(
         "b",
-        Override {
-            weight: 1,
-            min: None,
-            max: None,
-        },
+        weight(1),
         true,
     )
     .expect("saved");
@@ -403,11 +408,7 @@ fn regression_originals_of_an_earlier_boot_are_dropped() {
 fn regression_override_whose_save_fails_changes_nothing() {
     let disk = FakeDisk::default();
     let mut l = ledger(&disk);
-    let ov = Override {
-        weight: 5,
-        min: None,
-        max: None,
-    };
+    let ov = weight(5);
     l.set_override("a", ov, true).expect("saved");
     disk.fail(true);
     let other = Override { weight: 9, ..ov };
@@ -497,11 +498,7 @@ fn regression_a_tick_that_only_drops_originals_does_not_wait_for_the_disk() {
 fn regression_a_set_that_changes_nothing_saves_nothing() {
     let disk = FakeDisk::default();
     let mut l = ledger(&disk);
-    let ov = Override {
-        weight: 5,
-        min: None,
-        max: None,
-    };
+    let ov = weight(5);
     l.set_override("a", ov, true).expect("saved");
     disk.fail(true);
     for _ in 0..100 {

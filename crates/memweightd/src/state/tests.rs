@@ -208,19 +208,6 @@ fn corrupt_file_is_a_clear_error() {
     assert!(err.contains("corrupt"), "{err}");
 }
 
-fn one_original(path: &str, id: u64) -> State {
-    let mut st = State::default();
-    st.originals.insert(
-        path.into(),
-        Original {
-            high: "max".into(),
-            low: "0".into(),
-            id: Some(id),
-        },
-    );
-    st
-}
-
 #[test]
 fn each_save_keeps_the_one_before_as_the_previous_generation() {
     let dir = tempfile::tempdir().expect("tempdir");
