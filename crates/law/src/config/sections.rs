@@ -29,7 +29,7 @@ pub enum CapacityMode {
     /// Work-conserving, the default: the kernel decides how much the managed cgroups keep
     /// together, the daemon only how it is split, so they never keep less than the kernel
     /// alone would leave them (docs/configuration.md). The pool is what they hold now, plus
-    /// MemAvailable above the reserve while the kernel's global reclaim is idle
+    /// MemAvailable (less the reserve where it is a size) while the kernel's global reclaim is idle
     /// (`/proc/vmstat` `pgscan_kswapd` + `pgscan_direct` did not move since the last tick).
     /// Nothing is protected or throttled while no managed cgroup reaches for memory (faults
     /// it back, [`crate::capacity::REFAULT_DEMAND`], or some while it stalls on it,
