@@ -5,4 +5,6 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
     let _ = memweightd::state::parse(text);
+    // What a start reads of a corrupt file: never panics, only whole entries.
+    let _ = memweightd::state::salvage(text);
 });

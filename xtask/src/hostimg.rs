@@ -43,6 +43,8 @@ pub const PACKAGES: &[&str] = &[
     "jq",
     "curl",
     "netcat-openbsd",
+    // host-hostile.toml's fake container engine (a Unix socket answering garbage).
+    "socat",
 ];
 
 /// The containers' root file system (`--variant=essential`), run with `podman --rootfs`.

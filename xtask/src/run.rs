@@ -134,6 +134,7 @@ pub fn lab_run(path: &Path, out: &Path, kernel: Option<Kernel>, build: bool) -> 
 /// Scenarios the issues name that `lab test` runs besides `ci-*.toml`.
 const CI_EXTRA: &[&str] = &[
     "ctl-live.toml",
+    "host-hostile.toml",
     "host-kube.toml",
     "host-package.toml",
     "host-podman.toml",

@@ -18,6 +18,31 @@
 //! * **Never writes before the original is durable.** [`Ledger::may_write`] and the raises
 //!   [`Ledger::raise_ancestors`] returns are only for cgroups whose original is in the last
 //!   successful save.
+//!
+//! **Saves off the loop's thread.** The disk is the state file's writer thread in the daemon
+//! ([`crate::state_writer::StateWriter`]); every write of the file happens there, in order.
+//! Two kinds of save:
+//!
+//! * **Waited for** ([`Disk::save`]) when the save adds or changes an original (a cgroup
+//!   adopted, an operator's change, an ancestor raised for the first time, a restore kept at
+//!   shutdown) or carries a runtime override (`set`/`unset`), and at shutdown. The safety rule
+//!   is kept exactly as when the loop saved by itself: [`Ledger::record`] marks originals
+//!   recorded only once the writer says they are on disk, and only then does
+//!   [`Ledger::may_write`] allow the write that lowers a limit, so a crash after that write
+//!   always finds the original to restore. A failed waited save is not retried by the writer:
+//!   the ledger takes the originals back out of its copy and records them again next tick, so
+//!   a stale copy can never land over an original already on disk. `set` and `unset` answer
+//!   only once their override is on disk, or refuse and change nothing (issue 10); a `set`
+//!   that changes nothing saves nothing, so a flood of the same `set` costs no write at all.
+//! * **Handed in** ([`Disk::submit`]) for every other change — originals dropped after their
+//!   restore, overrides of cgroups gone for good, the boot id — which is what a tick with
+//!   nothing new saves: the loop does not wait; the writer batches (only the newest copy is
+//!   written) and retries a failed write with a growing delay and a warning. Losing such a
+//!   change in a crash loses no original: a dropped original is restored once more (the
+//!   cgroup holds it already), a dropped override is dropped again.
+//!
+//! So a tick waits for the disk only when it adopts a cgroup or sees an operator's change;
+//! the ticks in between, however many cgroups they restore, never do.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -45,6 +70,20 @@ pub trait Disk: std::fmt::Debug + Send + Sync {
     ///
     /// The file cannot be written; the copy on disk is then the previous one.
     fn save(&self, state: &State) -> Result<(), StateError>;
+    /// Hands in a copy to be saved soon, without waiting: a later copy may replace it before
+    /// it is written, and a failed write is retried. The default saves now.
+    ///
+    /// # Errors
+    ///
+    /// Saves fail now (the copy is not taken): the caller keeps its change unsaved, or
+    /// takes it back.
+    fn submit(&self, state: &State) -> Result<(), StateError> {
+        self.save(state)
+    }
+    /// Whether every copy handed in is on disk (or was given up).
+    fn settled(&self) -> bool {
+        true
+    }
 }
 
 impl Disk for StateStore {
@@ -153,6 +192,12 @@ pub struct Ledger {
     state: State,
     /// `state` differs from the copy on disk.
     dirty: bool,
+    /// The unsaved change adds or changes an original: the next save is waited for
+    /// ([`Disk::save`]), not only handed in ([`Disk::submit`]).
+    confirm: bool,
+    /// An override was set or unset without saving (a dry run): the overrides in memory may
+    /// differ from the disk's, so a `set` of the value in force still saves.
+    overrides_unsaved: bool,
     /// Managed cgroups by path.
     held: BTreeMap<String, Holding>,
     /// Released cgroups whose files still hold their originals as far as the daemon knows
@@ -192,6 +237,8 @@ impl Ledger {
             disk,
             state,
             dirty,
+            confirm: false,
+            overrides_unsaved: false,
             held: BTreeMap::new(),
             unchanged: BTreeSet::new(),
             released: BTreeMap::new(),
@@ -203,6 +250,7 @@ impl Ledger {
     pub fn move_to(&mut self, disk: Box<dyn Disk>) {
         self.disk = disk;
         self.dirty = true;
+        self.confirm = true;
     }
 
     /// What the ledger holds for managed cgroup `path`.
@@ -242,6 +290,10 @@ impl Ledger {
         persist: bool,
     ) -> Result<(), StateError> {
         let before = self.state.overrides.insert(path.to_owned(), ov);
+        if before == Some(ov) && persist && !self.overrides_unsaved {
+            // In force and on disk already: nothing to save (a flood of the same `set`).
+            return Ok(());
+        }
         self.persist(persist).inspect_err(|_| {
             match before {
                 Some(b) => self.state.overrides.insert(path.to_owned(), b),
@@ -274,29 +326,57 @@ impl Ledger {
         had
     }
 
+    /// Saves an override's change and waits for it (`set` answers once it is on disk).
     fn persist(&mut self, persist: bool) -> Result<(), StateError> {
         if persist {
-            self.disk.save(&self.state)?;
-            self.dirty = false;
+            self.dirty = true;
+            self.confirm = true;
+            self.save()?;
+            self.overrides_unsaved = false;
+        } else {
+            self.overrides_unsaved = true;
         }
         Ok(())
     }
 
-    /// Saves the copy if it changed; returns whether the disk now matches it.
+    /// Saves the copy: waited for when it adds or changes an original, handed in otherwise.
+    fn save(&mut self) -> Result<(), StateError> {
+        if self.confirm {
+            self.disk.save(&self.state)?;
+        } else {
+            self.disk.submit(&self.state)?;
+        }
+        self.dirty = false;
+        self.confirm = false;
+        Ok(())
+    }
+
+    /// Saves the copy if it changed (waited for only when it adds or changes an original);
+    /// returns whether the save was made or handed in.
     pub fn flush(&mut self) -> bool {
         if !self.dirty {
             return true;
         }
-        match self.disk.save(&self.state) {
-            Ok(()) => {
-                self.dirty = false;
-                true
-            }
+        match self.save() {
+            Ok(()) => true,
+            // The writer warns, with its delays; a refusal each tick adds nothing.
+            Err(StateError::Unsaved { .. }) => false,
             Err(e) => {
                 error!(error = %e, "cannot save the state file; trying again next tick");
                 false
             }
         }
+    }
+
+    /// Saves everything and waits until it is on disk (shutdown, `--restore`): also copies
+    /// handed in earlier and not yet written. Returns whether the disk matches the copy.
+    pub fn flush_durably(&mut self) -> bool {
+        if !self.dirty && self.disk.settled() {
+            return true;
+        }
+        self.dirty = true;
+        self.confirm = true;
+        self.flush()
     }
 
     /// Starts holding a cgroup seen for the first time (this run), with id `id` and limits
@@ -330,6 +410,7 @@ impl Ledger {
                         // A version 1 entry: tie it to the cgroup from now on.
                         o.id = id;
                         self.dirty = true;
+                        self.confirm = true;
                     }
                     resumed = Some(parse_original(o));
                 }
@@ -496,6 +577,7 @@ impl Ledger {
             },
         );
         self.dirty = true;
+        self.confirm = true;
     }
 
     /// Every recorded original whose cgroup the daemon does not hold (released, no longer
@@ -663,6 +745,7 @@ impl Ledger {
             if !self.state.ancestors.contains_key(a) {
                 self.state.ancestors.insert(a.clone(), now.to_string());
                 self.dirty = true;
+                self.confirm = true;
                 new.push(a.clone());
             }
             raise.push((a.clone(), want));

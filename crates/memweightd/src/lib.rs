@@ -25,7 +25,10 @@
 //!   resolved once per tick), sampling, jobs (writes, restores), report.
 //! * [`ledger`]: every original limit (managed cgroups and ancestors) and its copy on disk;
 //!   adopt, reconcile, record, restore and release return what happened. No cgroup I/O.
-//! * [`state`]: originals and overrides that survive restarts (atomic JSON).
+//! * [`state`]: originals and overrides that survive restarts (atomic JSON, with the previous
+//!   good generation kept).
+//! * [`state_writer`]: the thread that writes the state file, off the loop's thread; the loop
+//!   waits only for saves that add or change an original.
 //! * [`server`]: the control socket: requests in, typed commands to the loop, replies out.
 //! * [`peer`]: who a control client is, from the socket (`SO_PEERCRED`, `SO_PEERGROUPS`).
 //! * [`pools`]: bounded shares of the blocking pool, for kernel writes and credential checks.
@@ -55,6 +58,7 @@ pub mod pools;
 pub mod resident;
 pub mod server;
 pub mod state;
+pub mod state_writer;
 pub mod systemd;
 
 // The law lives in memweight-law (memweightctl plan runs it too); its modules keep their

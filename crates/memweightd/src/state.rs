@@ -6,18 +6,33 @@
 //! The file is JSON, replaced atomically (write to a temporary file in the same directory,
 //! fsync, rename, fsync the directory), so a crash or `kill -9` leaves either the old or the new
 //! state, never a torn one.
+//!
+//! **Two generations.** Before each replacement the file in place, if it is good (it loaded,
+//! or this process wrote it), is kept as `state.json.prev` (a hard link moved into place by a
+//! rename: there is always a complete `state.json`). A file found truncated or garbled at start
+//! (a full disk, a filesystem that lost data, a hand edit) is then not fatal: [`StateStore::load`]
+//! warns and uses the previous generation, with every whole entry that can still be read of the
+//! corrupt file on top ([`salvage`]), so an original recorded in either is kept; the corrupt
+//! file is never rotated over the good one. The previous generation lacks at most the last
+//! change; a cgroup whose original is in neither is adopted afresh with what it holds. A
+//! missing `state.json` is an empty state even when a `.prev` is there (moving the file aside
+//! is how an operator starts fresh).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use memweight_proto::cgroup_path;
 use serde::{Deserialize, Serialize};
+use tracing::warn;
 
 /// File name inside the state directory.
 pub const STATE_FILE: &str = "state.json";
+/// The previous good generation of [`STATE_FILE`], in the same directory.
+pub const PREV_FILE: &str = "state.json.prev";
 /// Version of the file's layout. Version 2 added [`Original::id`]; version 1 files (no ids)
 /// are read, and written back as version 2.
 pub const STATE_VERSION: u32 = 2;
@@ -48,7 +63,19 @@ pub enum StateError {
         /// [`STATE_VERSION`].
         understood: u32,
     },
-    /// The file is not valid state JSON.
+    /// The writer thread's last write of the file failed ([`crate::state_writer`]): it tries
+    /// again by itself.
+    #[error(
+        "state file {path} cannot be saved now ({message}); memweightd keeps trying: free space \
+         in the state directory or fix its permissions"
+    )]
+    Unsaved {
+        /// The file.
+        path: PathBuf,
+        /// Why the last write failed.
+        message: String,
+    },
+    /// The file is not valid state JSON (nor is its previous generation, if there is one).
     #[error(
         "state file {path} is corrupt ({message}); move it aside to start fresh — the original limits it recorded are then lost"
     )]
@@ -129,6 +156,30 @@ pub fn parse(text: &str) -> Result<State, ParseError> {
         }
     }
     Ok(state)
+}
+
+/// What can still be read of a state file cut short (a lost tail): the longest prefix that
+/// ends with a whole entry or map, as [`StateStore::save`] lays them out (an entry's `}` at
+/// four spaces, a map's at two), closed with braces, that [`parse`] accepts. Only the last 32
+/// such places are tried, so a large file costs a few parses. `None` for a file garbled
+/// otherwise, or written by hand in another layout. Never panics.
+#[must_use]
+pub fn salvage(text: &str) -> Option<State> {
+    let ends = text
+        .match_indices('}')
+        .map(|(i, _)| i)
+        .filter(|&i| text[..i].ends_with("\n    ") || text[..i].ends_with("\n  "))
+        .rev()
+        .take(32);
+    for i in ends {
+        for closers in ["}", "}}", "}}}"] {
+            let candidate = format!("{}{closers}", &text[..=i]);
+            if let Ok(state) = parse(&candidate) {
+                return Some(state);
+            }
+        }
+    }
+    None
 }
 
 /// A limit as the kernel prints it: a byte count or `max`, kept as the kernel's text.
@@ -235,17 +286,33 @@ pub fn lock(dir: &Path) -> Result<StateLock, LockError> {
     }
 }
 
-/// Reads and writes the state file in one directory.
-#[derive(Debug, Clone)]
+/// Reads and writes the state file in one directory, keeping its previous good generation.
+#[derive(Debug)]
 pub struct StateStore {
     dir: PathBuf,
+    /// The `state.json` in place is good (it loaded, or this store wrote it): the next save
+    /// keeps it as [`PREV_FILE`]. A corrupt one is replaced without being kept, so that it
+    /// never takes the place of the good previous generation.
+    current_good: AtomicBool,
+}
+
+impl Clone for StateStore {
+    fn clone(&self) -> Self {
+        StateStore {
+            dir: self.dir.clone(),
+            current_good: AtomicBool::new(self.current_good.load(Ordering::SeqCst)),
+        }
+    }
 }
 
 impl StateStore {
     /// A store in `dir` (created on first save).
     #[must_use]
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        StateStore { dir: dir.into() }
+        StateStore {
+            dir: dir.into(),
+            current_good: AtomicBool::new(true),
+        }
     }
 
     /// The state file's path.
@@ -254,18 +321,116 @@ impl StateStore {
         self.dir.join(STATE_FILE)
     }
 
-    /// Loads the state; a missing file is an empty state.
+    /// The previous generation's path.
+    #[must_use]
+    pub fn prev_path(&self) -> PathBuf {
+        self.dir.join(PREV_FILE)
+    }
+
+    /// Loads the state; a missing file is an empty state. A corrupt file (not JSON, truncated,
+    /// a refused path or value) falls back to the previous generation, with a warning.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read, is from a newer memweightd, or is corrupt and so is (or there
+    /// is no) previous generation.
     pub fn load(&self) -> Result<State, StateError> {
         let path = self.path();
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(State::default()),
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                // Not UTF-8: garbled like any other corrupt file.
+                return self.fall_back(path, e.to_string(), None);
+            }
             Err(source) => return Err(StateError::Io { path, source }),
         };
-        parse(&text).map_err(|e| e.into_state_error(path))
+        match parse(&text) {
+            Ok(state) => {
+                self.current_good.store(true, Ordering::SeqCst);
+                Ok(state)
+            }
+            Err(ParseError::Invalid(message)) => self.fall_back(path, message, Some(&text)),
+            Err(e) => Err(e.into_state_error(path)),
+        }
     }
 
-    /// Replaces the state file atomically.
+    /// `state.json` is corrupt (`message`; `text`, if it is text): the previous generation,
+    /// if it is good, with every entry that can still be read of the corrupt file on top
+    /// ([`salvage`]: the newer of the two wherever both have one), so that an original
+    /// recorded in either is kept.
+    fn fall_back(
+        &self,
+        path: PathBuf,
+        message: String,
+        text: Option<&str>,
+    ) -> Result<State, StateError> {
+        self.current_good.store(false, Ordering::SeqCst);
+        let salvaged = text.and_then(salvage);
+        let prev = self.prev_path();
+        let previous = match fs::read_to_string(&prev) {
+            Ok(t) => parse(&t).map_err(|e| match e {
+                ParseError::Newer(found) => format!(
+                    "its previous generation {} is from a newer memweightd (version {found})",
+                    prev.display()
+                ),
+                ParseError::Invalid(m) => format!(
+                    "its previous generation {} is corrupt too ({m})",
+                    prev.display()
+                ),
+            }),
+            Err(e) => Err(format!(
+                "no previous generation to use: {}: {e}",
+                prev.display()
+            )),
+        };
+        let read = salvaged.as_ref().map_or(0, |s| s.originals.len());
+        match (previous, salvaged) {
+            (Ok(mut state), salvaged) => {
+                if let Some(s) = salvaged {
+                    state.originals.extend(s.originals);
+                    state.overrides.extend(s.overrides);
+                    state.ancestors.extend(s.ancestors);
+                }
+                warn!(
+                    file = %path.display(),
+                    error = %message,
+                    previous = %prev.display(),
+                    originals = state.originals.len(),
+                    read_from_the_corrupt_file = read,
+                    "the state file is corrupt; using its previous generation, with what could \
+                     still be read of it (a cgroup whose original is in neither is adopted \
+                     afresh). The corrupt file is replaced at the next save; copy it away now \
+                     to inspect it"
+                );
+                Ok(state)
+            }
+            (Err(why), Some(state)) => {
+                warn!(
+                    file = %path.display(),
+                    error = %message,
+                    previous = %why,
+                    originals = state.originals.len(),
+                    "the state file is corrupt and there is no good previous generation; using \
+                     what could still be read of it (a cgroup whose original was cut off is \
+                     adopted afresh)"
+                );
+                Ok(state)
+            }
+            (Err(why), None) => Err(StateError::Corrupt {
+                path,
+                message: format!("{message}; {why}"),
+            }),
+        }
+    }
+
+    /// Replaces the state file atomically, keeping the one in place (if good) as the previous
+    /// generation.
+    ///
+    /// # Errors
+    ///
+    /// The directory, the new file or the rename failed; the file in place is then the
+    /// previous one.
     pub fn save(&self, state: &State) -> Result<(), StateError> {
         let io = |path: &Path| {
             let path = path.to_owned();
@@ -288,12 +453,37 @@ impl StateStore {
             f.write_all(&body).map_err(io(&tmp))?;
             f.sync_all().map_err(io(&tmp))?;
         }
+        if self.current_good.load(Ordering::SeqCst) {
+            self.keep_previous(&path);
+        }
         fs::rename(&tmp, &path).map_err(io(&path))?;
+        self.current_good.store(true, Ordering::SeqCst);
         if let Ok(d) = fs::File::open(&self.dir) {
-            // Persist the rename itself; a failure here only weakens durability.
+            // Persist the renames themselves; a failure here only weakens durability.
             let _ = d.sync_all();
         }
         Ok(())
+    }
+
+    /// Makes the file in place `state.json.prev`: a hard link under a temporary name renamed
+    /// over the old `.prev`, so both names always hold a complete file. Best effort: without
+    /// it the previous generation is only older.
+    fn keep_previous(&self, path: &Path) {
+        let link = self.dir.join(format!(".{PREV_FILE}.tmp"));
+        let _ = fs::remove_file(&link);
+        match fs::hard_link(path, &link) {
+            Ok(()) => {
+                if let Err(e) = fs::rename(&link, self.prev_path()) {
+                    let _ = fs::remove_file(&link);
+                    warn!(error = %e, dir = %self.dir.display(),
+                        "cannot keep the previous generation of the state file");
+                }
+            }
+            // Nothing in place yet: nothing to keep.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => warn!(error = %e, dir = %self.dir.display(),
+                "cannot keep the previous generation of the state file (hard link refused)"),
+        }
     }
 }
 
@@ -373,213 +563,20 @@ impl Orphans {
     }
 }
 
+/// A state holding one original, `max`/`0` for `path` with cgroup id `id` (tests).
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn set(paths: &[&str]) -> BTreeSet<String> {
-        paths.iter().map(|p| (*p).to_owned()).collect()
-    }
-
-    #[test]
-    fn orphaned_overrides_are_kept_for_the_grace_then_dropped() {
-        let t0 = Instant::now();
-        let mut o = Orphans::default();
-        let c = o.update(&set(&["a", "b"]), t0);
-        assert_eq!((c.kept.len(), c.back.len(), c.expired.len()), (2, 0, 0));
-        // "a" comes back; "b" stays gone, not reported again.
-        let c = o.update(&set(&["b"]), t0 + Duration::from_secs(5));
-        assert_eq!(c.back, ["a"]);
-        assert!(c.kept.is_empty() && c.expired.is_empty(), "{c:?}");
-        let almost = t0 + OVERRIDE_GRACE - Duration::from_millis(1);
-        assert!(o.update(&set(&["b"]), almost).expired.is_empty());
-        let c = o.update(&set(&["b"]), t0 + OVERRIDE_GRACE);
-        assert_eq!(c.expired, ["b"]);
-        assert!(o.is_empty());
-        // Gone again later: a new grace.
-        let later = t0 + 3 * OVERRIDE_GRACE;
-        assert_eq!(o.update(&set(&["a"]), later).kept, ["a"]);
-        assert!(
-            o.update(&set(&["a"]), later + OVERRIDE_GRACE / 2)
-                .expired
-                .is_empty()
-        );
-    }
-
-    #[test]
-    fn at_most_orphans_kept_the_longest_gone_go_first() {
-        let t0 = Instant::now();
-        let mut o = Orphans::default();
-        let names: Vec<String> = (0..ORPHANS_KEPT + 3).map(|i| format!("c{i:04}")).collect();
-        // One more gone each second.
-        let mut gone = BTreeSet::new();
-        let mut expired = Vec::new();
-        for (i, n) in names.iter().enumerate() {
-            gone.insert(n.clone());
-            let at = t0 + Duration::from_secs(u64::try_from(i).expect("small"));
-            expired.extend(o.update(&gone, at).expired);
-            gone.retain(|p| !expired.contains(p));
-        }
-        assert_eq!(o.len(), ORPHANS_KEPT);
-        assert_eq!(expired, names[..3], "the three gone longest");
-    }
-
-    #[test]
-    fn round_trip_and_missing_file() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = StateStore::new(dir.path().join("sub"));
-        assert_eq!(store.load().expect("missing is empty"), State::default());
-        let mut st = State::default();
-        st.originals.insert(
-            "lab/c1".into(),
-            Original {
-                high: "max".into(),
-                low: "0".into(),
-                id: Some(4711),
-            },
-        );
-        st.overrides.insert(
-            "lab/c1".into(),
-            Override {
-                weight: 7,
-                min: None,
-                max: Some(1 << 30),
-            },
-        );
-        store.save(&st).expect("save");
-        let back = store.load().expect("load");
-        assert_eq!(back.originals, st.originals);
-        assert_eq!(back.overrides, st.overrides);
-        assert_eq!(back.version, STATE_VERSION);
-        assert!(!dir.path().join("sub").join(".state.json.tmp").exists());
-    }
-
-    #[test]
-    fn regression_newer_state_file_is_not_called_corrupt() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        fs::write(
-            dir.path().join(STATE_FILE),
-            r#"{"version": 7, "originals": {}, "something_new": [1, 2]}"#,
-        )
-        .expect("write");
-        let err = StateStore::new(dir.path())
-            .load()
-            .expect_err("newer")
-            .to_string();
-        assert!(
-            err.contains("written by a newer memweightd (version 7); this one understands 2"),
-            "{err}"
-        );
-        assert!(err.contains("upgrade"), "{err}");
-        assert!(!err.contains("corrupt"), "{err}");
-        assert_eq!(parse(r#"{"version": 3}"#), Err(ParseError::Newer(3)));
-        assert!(parse(r#"{"version": 2}"#).is_ok());
-        assert!(parse(r#"{"version": 1}"#).is_ok());
-        assert!(parse(r#"{}"#).is_ok(), "files before versioning");
-        assert!(matches!(
-            parse(r#"{"version": -1}"#),
-            Err(ParseError::Invalid(_))
-        ));
-        assert!(matches!(
-            parse(r#"{"version": 1.5}"#),
-            Err(ParseError::Invalid(_))
-        ));
-    }
-
-    #[test]
-    fn regression_foreign_paths_and_values_are_refused() {
-        for text in [
-            r#"{"version":1,"originals":{"../../etc":{"high":"max","low":"0"}}}"#,
-            r#"{"version":1,"originals":{"/abs":{"high":"max","low":"0"}}}"#,
-            r#"{"version":1,"originals":{"a//b":{"high":"max","low":"0"}}}"#,
-            r#"{"version":1,"originals":{"":{"high":"max","low":"0"}}}"#,
-            r#"{"version":1,"originals":{"a/./b":{"high":"max","low":"0"}}}"#,
-            r#"{"version":1,"overrides":{"..":{"weight":1}}}"#,
-            r#"{"version":1,"ancestors":{"a/..":"0"}}"#,
-            r#"{"version":1,"originals":{"a":{"high":"1G; rm -rf /","low":"0"}}}"#,
-            r#"{"version":1,"originals":{"a":{"high":"max","low":"-1"}}}"#,
-            r#"{"version":1,"ancestors":{"a":""}}"#,
-        ] {
-            assert!(
-                matches!(parse(text), Err(ParseError::Invalid(_))),
-                "{text} was accepted"
-            );
-        }
-        let ok = parse(
-            r#"{"version":1,"originals":{"lab/c1":{"high":"max","low":"1048576"}},"ancestors":{"lab":"0"}}"#,
-        )
-        .expect("valid");
-        assert_eq!(ok.originals["lab/c1"].low, "1048576");
-    }
-
-    /// The state file's path rule is the one cgroupfs joins by: nothing it records can be
-    /// refused at the write, and nothing cgroupfs would refuse gets recorded.
-    #[test]
-    fn state_paths_are_what_cgroupfs_joins() {
-        let root = tempfile::tempdir().expect("tempdir");
-        let cgroups = memweight_cgroupfs::CgroupFs::new(root.path()).expect("root exists");
-        for p in [
-            "a",
-            "a/b.scope",
-            " a",
-            "a\nb",
-            "",
-            "/",
-            "/etc",
-            "a/",
-            "a//b",
-            "./a",
-            ".",
-            "..",
-            "a/..",
-            "../a",
-            "a\0b",
-        ] {
-            assert_eq!(
-                cgroup_path::check(p).is_ok(),
-                cgroups.resolve(p).is_ok(),
-                "{p:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn version_1_files_are_read_and_written_back_as_version_2() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let v1 = r#"{
-  "version": 1,
-  "originals": { "lab/c1": { "high": "1048576000", "low": "0" } },
-  "overrides": { "lab/c1": { "weight": 3 } },
-  "ancestors": { "lab": "0" }
-}"#;
-        fs::write(dir.path().join(STATE_FILE), v1).expect("write");
-        let store = StateStore::new(dir.path());
-        let st = store.load().expect("a version 1 file loads");
-        assert_eq!(st.version, 1);
-        assert_eq!(
-            st.originals.get("lab/c1"),
-            Some(&Original {
-                high: "1048576000".into(),
-                low: "0".into(),
-                id: None,
-            })
-        );
-        assert_eq!(st.overrides.get("lab/c1").map(|o| o.weight), Some(3));
-        store.save(&st).expect("save");
-        let text = fs::read_to_string(store.path()).expect("read");
-        assert!(text.contains("\"version\": 2"), "{text}");
-        assert!(!text.contains("\"id\""), "no id invented: {text}");
-        assert_eq!(store.load().expect("reload").originals, st.originals);
-    }
-
-    #[test]
-    fn corrupt_file_is_a_clear_error() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        fs::write(dir.path().join(STATE_FILE), "{not json").expect("write");
-        let err = StateStore::new(dir.path())
-            .load()
-            .expect_err("corrupt")
-            .to_string();
-        assert!(err.contains("corrupt"), "{err}");
-    }
+pub(crate) fn one_original(path: &str, id: u64) -> State {
+    let mut st = State::default();
+    st.originals.insert(
+        path.into(),
+        Original {
+            high: "max".into(),
+            low: "0".into(),
+            id: Some(id),
+        },
+    );
+    st
 }
+
+#[cfg(test)]
+mod tests;

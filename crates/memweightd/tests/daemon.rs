@@ -314,6 +314,46 @@ async fn restart_after_kill_keeps_recorded_originals() {
     );
 }
 
+/// Issue 23: a truncated `state.json` made the daemon and `memweightd --restore` refuse to
+/// start, leaving the cgroups it had throttled as they were. The previous generation holds
+/// the originals: the next start uses it and gives them back.
+#[tokio::test]
+async fn truncated_state_file_falls_back_to_the_previous_generation() {
+    let tree = seed_tree();
+    tree.cg(0).set_high(Limit::Bytes(1950 * MIB));
+    let fixed = "max_step = \"100%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"";
+    {
+        let mut ctl = controller(&tree, fixed);
+        ctl.tick().await.expect("tick");
+        // A second generation: state.json.prev is the first, with every original.
+        ctl.set_override(
+            "lab/c2",
+            memweightd::state::Override {
+                weight: 4,
+                min: None,
+                max: None,
+            },
+        )
+        .expect("saved");
+        // Dropped without release_all: what kill -9 leaves behind.
+    }
+    assert!(high_bytes(tree.cg(0)) < 1950 * MIB, "throttled");
+    let state = tree.dir.path().join("state/state.json");
+    let text = std::fs::read_to_string(&state).expect("state");
+    std::fs::write(&state, &text[..text.len() / 3]).expect("truncate");
+    // `memweightd --restore` (ExecStopPost) and the next start both get past it.
+    let text = tree.config(SEED_RULES);
+    let (cfg, _) = Config::parse(&text, Path::new("t.toml")).expect("valid");
+    let mut restore = Controller::new(cfg, memweightd::config::Rules::none()).expect("restore");
+    assert_eq!(restore.restore_only(), 0, "every original restored");
+    assert_eq!(high_bytes(tree.cg(0)), 1950 * MIB, "the original is back");
+    drop(restore);
+    let mut ctl = controller(&tree, fixed);
+    ctl.tick().await.expect("tick");
+    ctl.release_all().await;
+    assert_eq!(high_bytes(tree.cg(0)), 1950 * MIB);
+}
+
 #[tokio::test]
 async fn restart_with_cgroup_no_longer_configured_restores_it() {
     let tree = seed_tree();

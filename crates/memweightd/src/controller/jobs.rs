@@ -235,7 +235,7 @@ impl Controller {
                 }
             }
         }
-        if !self.ledger.flush() {
+        if !self.ledger.flush_durably() {
             error!("could not record the released state");
         }
     }
@@ -247,7 +247,7 @@ impl Controller {
     /// (not restored; kept for the next start).
     pub fn restore_only(&mut self) -> usize {
         self.release_all_now();
-        if !self.ledger.flush() {
+        if !self.ledger.flush_durably() {
             error!("could not record the restored state");
         }
         let (cgroups, ancestors) = self.ledger.recorded_counts();

@@ -39,6 +39,7 @@ use crate::containers::{self, Containers, Snapshot};
 use crate::ledger::Ledger;
 use crate::outside::Outside;
 use crate::state::{Orphans, Override, StateStore};
+use crate::state_writer::StateWriter;
 use crate::step::{self, Law, Row, Step};
 
 use jobs::JobResult;
@@ -170,11 +171,11 @@ impl Controller {
             }
         }
         let proc = ProcFs::new(&cfg.proc_root);
-        let store = StateStore::new(&cfg.state_dir);
+        let store = state_writer(&cfg.state_dir)?;
         let boot_id = std::fs::read_to_string(cfg.proc_root.join("sys/kernel/random/boot_id"))
             .ok()
             .map(|b| b.trim().to_owned());
-        let ledger = Ledger::open(Box::new(store), boot_id)?;
+        let ledger = Ledger::open(store, boot_id)?;
         if !cfg.protect_ancestors {
             info!(
                 "protect_ancestors = false: the kernel caps the memory.low of managed cgroups \
@@ -329,6 +330,11 @@ impl Controller {
     pub fn reload(&mut self, cfg: Config, rules: Rules) -> Result<(), ControlError> {
         let fs = CgroupFs::new(&cfg.cgroup_root)?;
         fs.check_v2()?;
+        let moved = if cfg.state_dir == self.cfg.state_dir {
+            None
+        } else {
+            Some(state_writer(&cfg.state_dir)?)
+        };
         if cfg.cgroup_root != self.cfg.cgroup_root {
             // A new root makes the recorded paths meaningless: let go of everything first.
             self.release_all_now();
@@ -337,10 +343,9 @@ impl Controller {
         let own = std::fs::read_to_string(cfg.proc_root.join("self/cgroup")).ok();
         self.forbidden = forbidden_cgroups(own.as_deref(), &cfg.cgroup_root);
         self.proc = ProcFs::new(&cfg.proc_root);
-        if cfg.state_dir != self.cfg.state_dir {
+        if let Some(disk) = moved {
             // Everything recorded must be in the file the next start will read.
-            self.ledger
-                .move_to(Box::new(StateStore::new(&cfg.state_dir)));
+            self.ledger.move_to(disk);
         }
         self.cfg = cfg;
         self.rules = rules;
@@ -545,4 +550,13 @@ impl Controller {
         }
         report
     }
+}
+
+/// The state file in `dir`, written by its own thread ([`StateWriter`]).
+fn state_writer(dir: &std::path::Path) -> Result<Box<dyn crate::ledger::Disk>, ControlError> {
+    let store = StateStore::new(dir);
+    let path = store.path();
+    let writer = StateWriter::spawn(store)
+        .map_err(|source| crate::state::StateError::Io { path, source })?;
+    Ok(Box::new(writer))
 }

@@ -16,13 +16,17 @@ struct FakeDisk(Arc<Mutex<Platter>>);
 struct Platter {
     saved: State,
     failing: bool,
+    /// Behave like the state writer: a copy handed in ([`Disk::submit`]) waits in `pending`
+    /// until [`FakeDisk::writer_runs`]; a waited save replaces it.
+    deferred: bool,
+    pending: Option<State>,
 }
 
 impl FakeDisk {
     fn with(saved: State) -> Self {
         FakeDisk(Arc::new(Mutex::new(Platter {
             saved,
-            failing: false,
+            ..Platter::default()
         })))
     }
 
@@ -35,6 +39,31 @@ impl FakeDisk {
     }
 }
 
+impl FakeDisk {
+    fn deferred() -> Self {
+        let d = FakeDisk::default();
+        d.0.lock().expect("disk").deferred = true;
+        d
+    }
+
+    /// The writer thread's turn: the copy handed in is written, or kept for a retry.
+    fn writer_runs(&self) {
+        let mut p = self.0.lock().expect("disk");
+        if !p.failing
+            && let Some(st) = p.pending.take()
+        {
+            p.saved = st;
+        }
+    }
+}
+
+fn full() -> StateError {
+    StateError::Io {
+        path: "fake/state.json".into(),
+        source: io::Error::other("no space left on device"),
+    }
+}
+
 impl Disk for FakeDisk {
     fn load(&self) -> Result<State, StateError> {
         Ok(self.saved())
@@ -42,14 +71,28 @@ impl Disk for FakeDisk {
 
     fn save(&self, state: &State) -> Result<(), StateError> {
         let mut p = self.0.lock().expect("disk");
+        // A waited copy is the newest: it replaces one handed in before (the writer writes
+        // only the newest), and a failed one is not retried.
+        p.pending = None;
         if p.failing {
-            return Err(StateError::Io {
-                path: "fake/state.json".into(),
-                source: io::Error::other("no space left on device"),
-            });
+            return Err(full());
         }
         p.saved = state.clone();
         Ok(())
+    }
+
+    fn submit(&self, state: &State) -> Result<(), StateError> {
+        let mut p = self.0.lock().expect("disk");
+        if !p.deferred {
+            drop(p);
+            return self.save(state);
+        }
+        p.pending = Some(state.clone());
+        if p.failing { Err(full()) } else { Ok(()) }
+    }
+
+    fn settled(&self) -> bool {
+        self.0.lock().expect("disk").pending.is_none()
     }
 }
 
@@ -61,6 +104,15 @@ fn orig(high: Limit, low: Limit) -> Originals {
 
 fn ledger(disk: &FakeDisk) -> Ledger {
     Ledger::open(Box::new(disk.clone()), Some("boot".into())).expect("open")
+}
+
+/// An override of the weight alone.
+fn weight(weight: u32) -> Override {
+    Override {
+        weight,
+        min: None,
+        max: None,
+    }
 }
 
 fn entry(high: &str, low: &str, id: Option<u64>) -> Original {
@@ -160,11 +212,7 @@ fn regression_failed_save_after_a_dry_run_kept_the_original_off_disk() {
     disk.fail(false);
     l.set_override(
         "b",
-        Override {
-            weight: 1,
-            min: None,
-            max: None,
-        },
+        weight(1),
         true,
     )
     .expect("saved");
@@ -360,11 +408,7 @@ fn regression_originals_of_an_earlier_boot_are_dropped() {
 fn regression_override_whose_save_fails_changes_nothing() {
     let disk = FakeDisk::default();
     let mut l = ledger(&disk);
-    let ov = Override {
-        weight: 5,
-        min: None,
-        max: None,
-    };
+    let ov = weight(5);
     l.set_override("a", ov, true).expect("saved");
     disk.fail(true);
     let other = Override { weight: 9, ..ov };
@@ -375,6 +419,104 @@ fn regression_override_whose_save_fails_changes_nothing() {
     disk.fail(false);
     assert_eq!(l.unset_override("a", true).ok(), Some(true));
     assert!(disk.saved().overrides.is_empty());
+}
+
+/// A disk that counts how each copy came: waited for ([`Disk::save`]) or handed in
+/// ([`Disk::submit`], kept aside as the state writer would before writing it).
+#[derive(Debug, Clone, Default)]
+struct CountingDisk(Arc<Mutex<(usize, usize, State)>>);
+
+impl Disk for CountingDisk {
+    fn load(&self) -> Result<State, StateError> {
+        Ok(State::default())
+    }
+
+    fn save(&self, state: &State) -> Result<(), StateError> {
+        let mut c = self.0.lock().expect("disk");
+        c.0 += 1;
+        c.2 = state.clone();
+        Ok(())
+    }
+
+    fn submit(&self, state: &State) -> Result<(), StateError> {
+        let mut c = self.0.lock().expect("disk");
+        c.1 += 1;
+        c.2 = state.clone();
+        Ok(())
+    }
+}
+
+impl CountingDisk {
+    fn counts(&self) -> (usize, usize) {
+        let c = self.0.lock().expect("disk");
+        (c.0, c.1)
+    }
+}
+
+/// Issue 23: every save ran on the loop's thread. The loop now waits only for a save that
+/// adds or changes an original; a tick that only drops one after its restore hands it in.
+#[test]
+fn regression_a_tick_that_only_drops_originals_does_not_wait_for_the_disk() {
+    let disk = CountingDisk::default();
+    let mut l = Ledger::open(Box::new(disk.clone()), Some("boot".into())).expect("open");
+    l.adopt("a", Some(1), orig(Limit::Max, Limit::Bytes(0)), true, 1);
+    assert!(!l.may_write("a"));
+    assert!(l.record(true).saved);
+    assert_eq!(disk.counts(), (1, 0), "the new original is waited for");
+    assert!(l.may_write("a"));
+    // Nothing new: nothing saved.
+    assert!(l.record(true).saved);
+    assert_eq!(disk.counts(), (1, 0));
+    // Released and restored: the drop is handed in, not waited for.
+    l.release("a", false);
+    let due = l.restores_due(&BTreeSet::new(), |_| false);
+    assert!(l.restored(&due[0], &Restored::Done));
+    assert!(l.record(true).saved);
+    assert_eq!(disk.counts(), (1, 1));
+    // An operator's change to a held cgroup's original is waited for again.
+    l.adopt("b", Some(2), orig(Limit::Max, Limit::Bytes(0)), true, 2);
+    l.record(true);
+    assert_eq!(disk.counts(), (2, 1));
+    assert_eq!(
+        l.reconcile(
+            "b",
+            orig(Limit::Bytes(64 * M), Limit::Bytes(0)),
+            3,
+            || Some(2)
+        ),
+        Reconciled::Operator
+    );
+    l.record(true);
+    assert_eq!(disk.counts(), (3, 1));
+    // Shutdown waits for everything.
+    l.drop_override("none");
+    assert!(l.flush_durably());
+}
+
+/// Issue 23: a flood of `set` with the value in force saved the whole file each time.
+#[test]
+fn regression_a_set_that_changes_nothing_saves_nothing() {
+    let disk = FakeDisk::default();
+    let mut l = ledger(&disk);
+    let ov = weight(5);
+    l.set_override("a", ov, true).expect("saved");
+    disk.fail(true);
+    for _ in 0..100 {
+        l.set_override("a", ov, true).expect("nothing to save");
+    }
+    assert_eq!(disk.saved().overrides.get("a"), Some(&ov));
+    assert!(
+        l.set_override("a", Override { weight: 6, ..ov }, true)
+            .is_err()
+    );
+    assert_eq!(l.overrides().get("a"), Some(&ov));
+    // Set in a dry run (not saved), then the same value once enforcing: saved.
+    disk.fail(false);
+    let seven = Override { weight: 7, ..ov };
+    l.set_override("a", seven, false).expect("dry run");
+    assert_eq!(disk.saved().overrides.get("a"), Some(&ov));
+    l.set_override("a", seven, true).expect("saved");
+    assert_eq!(disk.saved().overrides.get("a"), Some(&seven));
 }
 
 /// One step of what the controller does with the ledger.
@@ -393,6 +535,8 @@ enum Op {
     Keep(usize),
     Ancestors(Option<u64>, Option<Limit>, bool),
     Flush,
+    /// The state writer writes what was handed in (a no-op for a disk that saves at once).
+    WriterRuns,
 }
 
 const PATHS: [&str; 3] = ["a", "b", "c/d"];
@@ -443,12 +587,18 @@ fn op() -> impl Strategy<Value = Op> {
         )
             .prop_map(|(s, c, w)| Op::Ancestors(s, c, w)),
         Just(Op::Flush),
+        Just(Op::WriterRuns),
     ]
 }
 
 /// Runs `ops` and checks the invariants after each one; `Err` says which broke where.
-fn run(ops: &[Op]) -> Result<(), String> {
-    let disk = FakeDisk::default();
+/// `deferred`: the disk behaves like the state writer (copies handed in land later).
+fn run(ops: &[Op], deferred: bool) -> Result<(), String> {
+    let disk = if deferred {
+        FakeDisk::deferred()
+    } else {
+        FakeDisk::default()
+    };
     let mut l = ledger(&disk);
     // What the disk held after the last step; an original leaves it only once its drop was
     // allowed (restored, gone, replaced, forgotten) since it was saved.
@@ -460,7 +610,7 @@ fn run(ops: &[Op]) -> Result<(), String> {
     // After the first `keep` the controller is shutting down: it only keeps and saves.
     let mut shutting_down = false;
     for (n, op) in ops.iter().enumerate() {
-        if shutting_down && !matches!(op, Op::Keep(_) | Op::Flush | Op::Disk(_)) {
+        if shutting_down && !matches!(op, Op::Keep(_) | Op::Flush | Op::Disk(_) | Op::WriterRuns) {
             continue;
         }
         match op {
@@ -559,6 +709,7 @@ fn run(ops: &[Op]) -> Result<(), String> {
             Op::Flush => {
                 l.flush();
             }
+            Op::WriterRuns => disk.writer_runs(),
         }
         let saved = disk.saved();
         for p in on_disk.keys() {
@@ -601,7 +752,18 @@ proptest! {
     /// no ancestor raised, before its original is on disk.
     #[test]
     fn ledger_keeps_its_invariants(ops in proptest::collection::vec(op(), 1..60)) {
-        if let Err(e) = run(&ops) {
+        if let Err(e) = run(&ops, false) {
+            prop_assert!(false, "{}", e);
+        }
+    }
+
+    /// The same with saves off the loop's thread (issue 23): copies handed in without
+    /// waiting land later, or never if the disk fails; waited ones at once.
+    #[test]
+    fn ledger_keeps_its_invariants_with_the_state_writer(
+        ops in proptest::collection::vec(op(), 1..60)
+    ) {
+        if let Err(e) = run(&ops, true) {
             prop_assert!(false, "{}", e);
         }
     }
