@@ -597,7 +597,11 @@ mod tests {
             ..host(avail, None)
         };
         let (c, k) = capacity(&cfg, &at(7, 17 * MIB), idle);
-        assert_eq!(c.bytes, 617 * MIB, "all of MemAvailable, though below the band");
+        assert_eq!(
+            c.bytes,
+            617 * MIB,
+            "all of MemAvailable, though below the band"
+        );
         let (c, _) = capacity(&cfg, &at(8, 17 * MIB), k);
         assert_eq!(c.bytes, 600 * MIB, "the kernel reclaims: what they hold");
         let own = CapacityConfig {

@@ -275,7 +275,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let w = StateWriter::spawn(StateStore::new(dir.path())).expect("spawn");
         for i in 0..200 {
-            w.submit(&one_original(&format!("c{i}"), 1)).expect("handed in");
+            w.submit(&one_original(&format!("c{i}"), 1))
+                .expect("handed in");
         }
         wait_settled(&w);
         let on_disk = StateStore::new(dir.path()).load().expect("load");
@@ -297,7 +298,10 @@ mod tests {
         let blocker = block(dir.path());
         let err = w.save(&one_original("b", 1)).expect_err("blocked");
         assert!(err.to_string().contains("cannot be saved"), "{err}");
-        assert!(w.submit(&one_original("c", 1)).is_err(), "not saved while failing");
+        assert!(
+            w.submit(&one_original("c", 1)).is_err(),
+            "not saved while failing"
+        );
         assert!(!w.settled());
         fs::remove_dir(&blocker).expect("unblock");
         // The next waited save succeeds; "b", given up, never lands after it.

@@ -210,12 +210,7 @@ fn regression_failed_save_after_a_dry_run_kept_the_original_off_disk() {
     );
     assert!(!l.may_write("a"));
     disk.fail(false);
-    l.set_override(
-        "b",
-        weight(1),
-        true,
-    )
-    .expect("saved");
+    l.set_override("b", weight(1), true).expect("saved");
     assert_eq!(
         disk.saved().originals.get("a"),
         Some(&entry("max", "0", Some(1))),
