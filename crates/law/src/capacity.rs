@@ -4,8 +4,8 @@
 //!
 //! `kernel` (the default) is work-conserving: the kernel decides the total, the daemon only
 //! the split. The pool is what the managed cgroups hold now, plus MemAvailable (less a
-//! `reserve` only where the operator set a size) while the kernel's global reclaim is idle. Whether it is idle is what the kernel itself
-//! says: `/proc/vmstat`'s `pgscan_kswapd` + `pgscan_direct` did not move since the last tick
+//! `reserve` only where the operator set a size) while the kernel's global reclaim is idle.
+//! Whether it is idle is what the kernel itself says: `/proc/vmstat`'s `pgscan_kswapd` + `pgscan_direct` did not move since the last tick
 //! ([`HostView::reclaim_scanned`]); those count only the kernel's reclaim of the host, never
 //! `memory.reclaim` or `memory.high` inside a cgroup, so the daemon's own writes cannot make
 //! the host look short. The pool never shrinks below what the cgroups hold: whatever the
@@ -219,9 +219,9 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
             // Free memory counts only while the kernel is not reclaiming: once it is, what
             // the cgroups hold is what it leaves them, and the split is of that. Not less a
             // reserve of the daemon's own unless the operator set one: the kernel defends its
-            // watermarks itself, and a band defended twice left the held cgroups ~15 MiB of
-            // free memory short of what the kernel alone lets its faulting tasks take (issue
-            // 19, host guest at the 320M step: MemFree 86 MiB with the daemon, 70 without).
+            // watermarks itself (issue 19: no reserve the kernel does not keep). Measured, it
+            // moved nothing at host-podman's 320M step, where kswapd scans in most ticks
+            // (docs/lab.md, "Where the last 5–9 % go").
             let kept = match cfg.reserve {
                 Reserve::Amount(a) => a.of(host.mem_total),
                 Reserve::Watermarks => 0,
@@ -575,11 +575,10 @@ mod tests {
     }
 
     /// Issue 19: with the default reserve (the watermark band), `kernel` counted only
-    /// MemAvailable above the band as headroom, so the cgroups it held could not take free
-    /// memory the kernel alone lets faulting tasks have (host guest, 6.1, the 320M step:
-    /// MemFree 86 MiB with the daemon, 70 without; MemAvailable 17 MiB against a 22 MiB band,
-    /// never counted). The kernel defends its watermarks itself; an operator's own reserve
-    /// size is still kept.
+    /// MemAvailable above the band as headroom: a reserve of the daemon's own, beside the one
+    /// the kernel keeps (host guest, 6.1, the 320M step: MemAvailable 17 MiB against a 22 MiB
+    /// band, never counted). The kernel defends its watermarks itself; an operator's own
+    /// reserve size is still kept.
     #[test]
     fn regression_kernel_mode_defended_the_watermark_band_too_and_left_free_memory_idle() {
         let cfg = CapacityConfig {
