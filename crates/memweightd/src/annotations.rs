@@ -387,7 +387,7 @@ fn classify_not_found(body: &[u8]) -> Inspected {
 mod tests {
     use std::sync::{Arc, Mutex};
 
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     use tokio::net::UnixListener;
     use tokio::task::JoinHandle;
 
@@ -531,14 +531,10 @@ mod tests {
                     let inspects = inspects.clone();
                     let seen = Arc::clone(&seen);
                     tokio::spawn(async move {
-                        let mut request = Vec::new();
-                        let mut buf = [0_u8; 1024];
-                        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                            match stream.read(&mut buf).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => request.extend_from_slice(&buf[..n]),
-                            }
-                        }
+                        let Some(request) = crate::containers::read_request_head(&mut stream).await
+                        else {
+                            return;
+                        };
                         let text = String::from_utf8_lossy(&request);
                         let path = text.split(' ').nth(1).unwrap_or("").to_owned();
                         seen.lock().expect("seen").push(path.clone());

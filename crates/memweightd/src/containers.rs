@@ -901,5 +901,21 @@ fn clear(snapshots: &watch::Sender<Arc<Snapshot>>) {
     });
 }
 
+/// Reads an HTTP request's head (to its blank line) from a fake engine's connection, for the
+/// tests of the engine's clients; `None` when the client went away first.
+#[cfg(test)]
+pub(crate) async fn read_request_head(stream: &mut UnixStream) -> Option<Vec<u8>> {
+    use tokio::io::AsyncReadExt as _;
+    let mut request = Vec::new();
+    let mut buf = [0_u8; 1024];
+    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => request.extend_from_slice(&buf[..n]),
+        }
+    }
+    Some(request)
+}
+
 #[cfg(test)]
 mod tests;

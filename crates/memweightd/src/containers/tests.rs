@@ -193,7 +193,7 @@ mod failing_engine {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Instant;
 
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     use tokio::net::UnixListener;
 
     use super::*;
@@ -255,13 +255,8 @@ mod failing_engine {
                     counted.fetch_add(1, Ordering::SeqCst);
                     let answer = shared.lock().expect("answer").clone();
                     tokio::spawn(async move {
-                        let mut request = Vec::new();
-                        let mut buf = [0_u8; 1024];
-                        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                            match stream.read(&mut buf).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => request.extend_from_slice(&buf[..n]),
-                            }
+                        if read_request_head(&mut stream).await.is_none() {
+                            return;
                         }
                         serve(&mut stream, answer).await;
                     });
