@@ -222,9 +222,10 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
             // watermarks itself (issue 19: no reserve the kernel does not keep). Measured, it
             // moved nothing at host-podman's 320M step, where kswapd scans in most ticks
             // (docs/lab.md, "Where the last 5–9 % go").
-            let kept = match cfg.reserve {
-                Reserve::Amount(a) => a.of(host.mem_total),
-                Reserve::Watermarks => 0,
+            let kept = if matches!(cfg.reserve, Reserve::Watermarks) {
+                0
+            } else {
+                reserve
             };
             let headroom = if reclaiming {
                 0
