@@ -12,12 +12,21 @@ use anyhow::{Context, Result, bail};
 use crate::deps::BUSYBOX;
 
 /// `/init`: mount the pseudo file systems and cgroup2, run the agent, power off.
+///
+/// The first memory cgroup the kernel brings online enables `memcg_kmem_online_key`, and the
+/// kernel rewrites every site of that static key while the other vCPU may be running one; under
+/// TCG that rarely traps (CI, 2026-11-26: an `int3` left in `free_unref_page` on 6.12, 4 s after
+/// boot). `/init` brings one online and removes it before the agent starts, so that the one-time
+/// patching happens while the machine boots (a panic there is a boot failure, booted again)
+/// rather than in the run (docs/lab.md, "Boot panics under TCG").
 pub const INIT: &str = r#"#!/bin/busybox sh
 /bin/busybox mount -t proc proc /proc
 /bin/busybox mount -t sysfs sysfs /sys
 /bin/busybox mount -t devtmpfs devtmpfs /dev
 /bin/busybox --install -s /bin
 mount -t cgroup2 none /sys/fs/cgroup
+echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+mkdir /sys/fs/cgroup/boot-warmup && rmdir /sys/fs/cgroup/boot-warmup
 mkdir -p /tmp /run /etc /var/lib/memweight
 export PATH=/bin:/sbin
 export HOME=/root
@@ -177,4 +186,18 @@ pub fn build(stage: &Path, out: &Path, contents: &Contents<'_>) -> Result<()> {
             .with_context(|| format!("cannot move {} to {}", gz.display(), out.display()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::INIT;
+
+    #[test]
+    fn regression_the_agents_first_memory_cgroup_patched_kernel_code_during_the_run() {
+        let at = |needle: &str| INIT.find(needle).unwrap_or_else(|| panic!("no {needle:?}"));
+        let agent = at("/bin/lab-agent");
+        assert!(at("echo +memory > /sys/fs/cgroup/cgroup.subtree_control") < agent);
+        assert!(at("mkdir /sys/fs/cgroup/boot-warmup") < agent);
+        assert!(at("rmdir /sys/fs/cgroup/boot-warmup") < agent);
+    }
 }
