@@ -1,11 +1,14 @@
 //! The control commands, run by the control loop on the state it owns.
 //!
 //! The socket ([`crate::server`]) parses a request into a [`Command`] and sends it to the loop
-//! as a [`Call`]; the loop calls [`answer`] between ticks, and [`handle`] carries the command out
-//! on the [`Controller`]: `set`/`unset` change runtime overrides, `get` and `explain` read the
+//! as a [`Call`]; the loop hands it to [`Answers::answer`] between ticks, which carries the
+//! command out on the [`Controller`]: `set`/`unset` change runtime overrides (their answer
+//! waits for the state file, the loop does not: [`Answers`]), `get` and `explain` read the
 //! settings and the last report, `reload` re-reads the configuration (SIGHUP calls [`reload`]
-//! too), `version` names this build ([`version`]; the desk answers it without the loop). Everything here is synchronous and short; tests call [`handle`] and [`answer`] on a
-//! controller over a fake cgroup tree, the same functions `main` calls.
+//! too), `version` names this build ([`version`]; the desk answers it without the loop).
+//! Everything the loop runs here is synchronous and short; tests call [`handle`] (which waits
+//! for a `set`'s save) and [`Answers`] on a controller over a fake cgroup tree, the same
+//! functions `main` calls.
 
 use std::path::Path;
 
@@ -17,27 +20,153 @@ use tracing::{info, warn};
 
 use crate::config::Settings;
 use crate::controller::{Controller, Found, TickReport};
+use crate::ledger::{Saving, Ticket};
 use crate::server::Call;
 use crate::state::Override;
+use tokio::sync::oneshot;
 
-/// Runs `call` on the daemon's state and sends the answer, unless the call is stale (then it
-/// is dropped unexecuted and `false` is returned). Called by the control loop only.
+/// The `set`s and `unset`s carried out whose answer waits for their override to be on disk.
 ///
-/// A client that gives up while [`handle`] runs (it is synchronous and short) may miss the
-/// answer of a change that was made; `memweightctl get` shows the result.
-pub fn answer(ctl: &mut Controller, call: Call, config_path: &Path) -> bool {
-    if call.is_stale() {
-        warn!(command = ?call.command, "control request dropped: its client stopped waiting");
-        return false;
-    }
-    let outcome = handle(ctl, call.command, config_path);
-    // The client may have gone away meanwhile; its answer is then not needed.
-    let _ = call.reply.send(outcome);
-    true
+/// The loop never waits for the state file: a `set` hands its copy in ([`Controller::set_override`])
+/// and its answer is kept here; [`Answers::settle`] sends it once the writer thread has the copy
+/// on disk (then the override is in force), or refuses it if the write failed (then it changed
+/// nothing). The loop calls `settle` before each call, after each tick, and every
+/// [`SETTLE_POLL`] while a save is on its way.
+#[derive(Debug, Default)]
+pub struct Answers {
+    waiting: Vec<Waiting>,
 }
 
-/// Runs one command against the daemon's state. Called by the control loop only.
+/// How often the loop looks at a save on its way ([`Answers::settle`]).
+pub const SETTLE_POLL: std::time::Duration = std::time::Duration::from_millis(5);
+
+#[derive(Debug)]
+struct Waiting {
+    ticket: Ticket,
+    path: String,
+    kind: Change,
+    reply: oneshot::Sender<Outcome>,
+}
+
+/// A change of a runtime override, carried out, whose answer waits for the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    Set,
+    Unset { had: bool },
+}
+
+/// What [`start`] made of a command.
+enum Started {
+    /// The answer.
+    Now(Outcome),
+    /// A change handed in: answered when `ticket` ends.
+    Later {
+        ticket: Ticket,
+        path: String,
+        kind: Change,
+    },
+}
+
+impl Answers {
+    /// Runs `call` on the daemon's state and sends the answer, now or once its change is on
+    /// disk, unless the call is stale (then it is dropped unexecuted and `false` is
+    /// returned). Called by the control loop only.
+    ///
+    /// A client that gives up before its answer comes may miss the answer of a change that was
+    /// made; `memweightctl get` shows the result.
+    pub fn answer(&mut self, ctl: &mut Controller, call: Call, config_path: &Path) -> bool {
+        self.settle(ctl);
+        if call.is_stale() {
+            warn!(command = ?call.command, "control request dropped: its client stopped waiting");
+            return false;
+        }
+        match start(ctl, call.command, config_path) {
+            // The client may have gone away meanwhile; its answer is then not needed.
+            Started::Now(outcome) => {
+                let _ = call.reply.send(outcome);
+            }
+            Started::Later { ticket, path, kind } => self.waiting.push(Waiting {
+                ticket,
+                path,
+                kind,
+                reply: call.reply,
+            }),
+        }
+        true
+    }
+
+    /// Sends the answers of the changes whose save ended ([`Controller::settle_overrides`]).
+    pub fn settle(&mut self, ctl: &mut Controller) {
+        let ended = ctl.settle_overrides();
+        if ended.is_empty() {
+            return;
+        }
+        let mut left = Vec::with_capacity(self.waiting.len());
+        for w in std::mem::take(&mut self.waiting) {
+            match ended.iter().find(|(t, _)| *t == w.ticket) {
+                Some((_, result)) => {
+                    let _ = w.reply.send(finish(ctl, &w.path, w.kind, result.clone()));
+                }
+                None => left.push(w),
+            }
+        }
+        self.waiting = left;
+    }
+
+    /// Whether an answer waits for the disk.
+    #[must_use]
+    pub fn waiting(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+}
+
+/// Runs one command against the daemon's state and returns its answer; a `set` or `unset`
+/// waits here until its change is on disk. For tests and tools: the control loop uses
+/// [`Answers::answer`], which never waits.
 pub fn handle(ctl: &mut Controller, command: Command, config_path: &Path) -> Outcome {
+    match start(ctl, command, config_path) {
+        Started::Now(outcome) => outcome,
+        Started::Later { ticket, path, kind } => loop {
+            if let Some((_, result)) = ctl
+                .settle_overrides()
+                .into_iter()
+                .find(|(t, _)| *t == ticket)
+            {
+                break finish(ctl, &path, kind, result);
+            }
+            std::thread::sleep(SETTLE_POLL);
+        },
+    }
+}
+
+/// The answer of a change whose save ended.
+fn finish(ctl: &Controller, path: &str, kind: Change, result: Result<(), String>) -> Outcome {
+    let result = match (kind, result) {
+        (Change::Set, Ok(())) => {
+            info!(cgroup = %path, "runtime override set");
+            Ok(Reply::Setting(Box::new(setting(ctl, path))))
+        }
+        (Change::Unset { had }, Ok(())) => {
+            if had {
+                info!(cgroup = %path, "runtime override removed");
+            }
+            Ok(Reply::Setting(Box::new(setting(ctl, path))))
+        }
+        (Change::Set, Err(e)) => Err(cannot_record("the override", path, &e)),
+        (Change::Unset { .. }, Err(e)) => Err(cannot_record("removing the override", path, &e)),
+    };
+    result.into()
+}
+
+fn cannot_record(what: &str, path: &str, e: &dyn std::fmt::Display) -> ErrorReply {
+    ErrorReply::new(
+        ErrorKind::Internal,
+        format!("cannot record {what} for {path}: {e}"),
+    )
+}
+
+/// Carries one command out against the daemon's state.
+fn start(ctl: &mut Controller, command: Command, config_path: &Path) -> Started {
     let root = ctl.config().cgroup_root.display().to_string();
     let result = match command {
         Command::Set {
@@ -51,32 +180,38 @@ pub fn handle(ctl: &mut Controller, command: Command, config_path: &Path) -> Out
             if !ctl.is_managed(&path) {
                 return Err(unknown(&path, &root));
             }
-            ctl.set_override(&path, Override { weight, min, max })
-                .map_err(|e| {
-                    ErrorReply::new(
-                        ErrorKind::Internal,
-                        format!("cannot record the override for {path}: {e}"),
-                    )
-                })?;
-            info!(cgroup = %path, weight, ?min, ?max, "runtime override set");
-            Ok(Reply::Setting(Box::new(setting(ctl, &path))))
+            let saving = ctl
+                .set_override(&path, Override { weight, min, max })
+                .map_err(|e| cannot_record("the override", &path, &e))?;
+            Ok((path, Change::Set, saving))
         }),
         Command::Unset { cgroup } => target(ctl, &cgroup, &root).and_then(|path| {
             if ctl.override_for(&path).is_none() {
                 require_rule(ctl, &path)?;
             }
-            let had = ctl.unset_override(&path).map_err(|e| {
-                ErrorReply::new(
-                    ErrorKind::Internal,
-                    format!("cannot record removing the override for {path}: {e}"),
-                )
-            })?;
-            if had {
-                info!(cgroup = %path, "runtime override removed");
-            }
-            Ok(Reply::Setting(Box::new(setting(ctl, &path))))
+            let (had, saving) = ctl
+                .unset_override(&path)
+                .map_err(|e| cannot_record("removing the override", &path, &e))?;
+            Ok((path, Change::Unset { had }, saving))
         }),
-        Command::Get { cgroup } => target(ctl, &cgroup, &root).and_then(|path| {
+        other => return Started::Now(query(ctl, other, config_path, &root)),
+    };
+    match result {
+        Err(e) => Started::Now(Err::<Reply, _>(e).into()),
+        Ok((path, kind, Saving::Done)) => Started::Now(finish(ctl, &path, kind, Ok(()))),
+        Ok((path, kind, Saving::Pending(ticket))) => Started::Later { ticket, path, kind },
+    }
+}
+
+/// Runs a command that changes no override.
+fn query(ctl: &mut Controller, command: Command, config_path: &Path, root: &str) -> Outcome {
+    let result = match command {
+        // Carried out by `start`, never passed here.
+        Command::Set { .. } | Command::Unset { .. } => Err(ErrorReply::new(
+            ErrorKind::Internal,
+            "set and unset change the state; they are not queries",
+        )),
+        Command::Get { cgroup } => target(ctl, &cgroup, root).and_then(|path| {
             require_rule(ctl, &path)?;
             Ok(Reply::Setting(Box::new(setting(ctl, &path))))
         }),
@@ -86,14 +221,14 @@ pub fn handle(ctl: &mut Controller, command: Command, config_path: &Path) -> Out
                 cgroups: r.cgroups.clone(),
             })
         }),
-        Command::Explain { cgroup } => target(ctl, &cgroup, &root).and_then(|path| {
+        Command::Explain { cgroup } => target(ctl, &cgroup, root).and_then(|path| {
             require_rule(ctl, &path)?;
             let r = last(ctl)?;
             let row = r
                 .cgroups
                 .iter()
                 .find(|c| c.cgroup == path)
-                .ok_or_else(|| unknown(&path, &root))?;
+                .ok_or_else(|| unknown(&path, root))?;
             Ok(Reply::Explain(Box::new(Explanation {
                 status: row.clone(),
                 setting: setting(ctl, &path),

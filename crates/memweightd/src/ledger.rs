@@ -21,19 +21,24 @@
 //!
 //! **Saves off the loop's thread.** The disk is the state file's writer thread in the daemon
 //! ([`crate::state_writer::StateWriter`]); every write of the file happens there, in order.
-//! Two kinds of save:
+//! Three kinds of save:
 //!
 //! * **Waited for** ([`Disk::save`]) when the save adds or changes an original (a cgroup
 //!   adopted, an operator's change, an ancestor raised for the first time, a restore kept at
-//!   shutdown) or carries a runtime override (`set`/`unset`), and at shutdown. The safety rule
-//!   is kept exactly as when the loop saved by itself: [`Ledger::record`] marks originals
-//!   recorded only once the writer says they are on disk, and only then does
-//!   [`Ledger::may_write`] allow the write that lowers a limit, so a crash after that write
-//!   always finds the original to restore. A failed waited save is not retried by the writer:
-//!   the ledger takes the originals back out of its copy and records them again next tick, so
-//!   a stale copy can never land over an original already on disk. `set` and `unset` answer
-//!   only once their override is on disk, or refuse and change nothing (issue 10); a `set`
-//!   that changes nothing saves nothing, so a flood of the same `set` costs no write at all.
+//!   shutdown), and at shutdown. The safety rule is kept exactly as when the loop saved by
+//!   itself: [`Ledger::record`] marks originals recorded only once the writer says they are
+//!   on disk, and only then does [`Ledger::may_write`] allow the write that lowers a limit, so
+//!   a crash after that write always finds the original to restore. A failed waited save is
+//!   not retried by the writer: the ledger takes the originals back out of its copy and
+//!   records them again next tick, so a stale copy can never land over an original already on
+//!   disk.
+//! * **Handed in with a ticket** ([`Disk::hand_in`]) for a runtime override (`set`/`unset`):
+//!   the loop does not wait; the change is *staged*, not in force
+//!   ([`Ledger::override_in_force`]) until [`Ledger::settle`] finds its copy on disk, and its
+//!   answer waits for that (`commands::Answers`). A copy that failed is not retried: `settle`
+//!   takes the change back and hands in a copy without it at once, so a `set` whose save
+//!   fails changes nothing (issue 10). A `set` that changes nothing saves nothing, so a flood
+//!   of the same `set` costs no write at all.
 //! * **Handed in** ([`Disk::submit`]) for every other change — originals dropped after their
 //!   restore, overrides of cgroups gone for good, the boot id — which is what a tick with
 //!   nothing new saves: the loop does not wait; the writer batches (only the newest copy is
@@ -41,8 +46,9 @@
 //!   change in a crash loses no original: a dropped original is restored once more (the
 //!   cgroup holds it already), a dropped override is dropped again.
 //!
-//! So a tick waits for the disk only when it adopts a cgroup or sees an operator's change;
-//! the ticks in between, however many cgroups they restore, never do.
+//! So the loop waits for the disk only when a tick adopts a cgroup or sees an operator's
+//! change; the ticks in between, however many cgroups they restore, and any number of `set`s,
+//! never do.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -84,6 +90,41 @@ pub trait Disk: std::fmt::Debug + Send + Sync {
     fn settled(&self) -> bool {
         true
     }
+    /// Hands in a copy whose landing someone will ask about ([`Disk::fate`]), without waiting:
+    /// it is not retried if its write fails. Returns its ticket; the default saves now and
+    /// returns [`Ticket::WRITTEN`].
+    ///
+    /// # Errors
+    ///
+    /// The copy is not taken (the default's save failed).
+    fn hand_in(&self, state: &State) -> Result<Ticket, StateError> {
+        self.save(state).map(|()| Ticket::WRITTEN)
+    }
+    /// What became of the copy handed in with `ticket`, or of a newer one that carried it.
+    fn fate(&self, ticket: Ticket) -> Fate {
+        let _ = ticket;
+        Fate::Written
+    }
+}
+
+/// A copy handed in with [`Disk::hand_in`]: its generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Ticket(pub u64);
+
+impl Ticket {
+    /// A copy already on disk when it was handed in.
+    pub const WRITTEN: Ticket = Ticket(0);
+}
+
+/// What became of a copy handed in with [`Disk::hand_in`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fate {
+    /// Not written yet, nor given up.
+    Pending,
+    /// On disk: it, or a newer copy (which carries its change).
+    Written,
+    /// Its write failed and no newer copy landed: the file holds what it held before.
+    Failed(String),
 }
 
 impl Disk for StateStore {
@@ -151,6 +192,27 @@ pub enum Reconciled {
     Recreated,
 }
 
+/// Where a `set` or `unset`'s change stands once handed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Saving {
+    /// On disk (or nothing to save: a dry run, or the value in force already).
+    Done,
+    /// On its way: [`Ledger::settle`] says when this ticket ends.
+    Pending(Ticket),
+}
+
+/// A runtime override's change on its way to disk.
+#[derive(Debug, Clone)]
+struct Staged {
+    ticket: Ticket,
+    /// Handed to a disk the ledger has left since ([`Ledger::move_to`]): it lands with the
+    /// next save to the new one.
+    moved: bool,
+    path: String,
+    /// The override in force until it lands.
+    before: Option<Override>,
+}
+
 /// What [`Ledger::record`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Recorded {
@@ -200,6 +262,9 @@ pub struct Ledger {
     overrides_unsaved: bool,
     /// Managed cgroups by path.
     held: BTreeMap<String, Holding>,
+    /// Runtime overrides set or unset whose copy is handed in and not known to be on disk, in
+    /// the order handed in: not in force until it is ([`Ledger::settle`]).
+    staged: Vec<Staged>,
     /// Released cgroups whose files still hold their originals as far as the daemon knows
     /// (it never wrote them, or wrote them back): their restore is a no-op and is skipped, so
     /// a stop with 10,000 idle cgroups writes only to the few it throttled.
@@ -239,6 +304,7 @@ impl Ledger {
             dirty,
             confirm: false,
             overrides_unsaved: false,
+            staged: Vec::new(),
             held: BTreeMap::new(),
             unchanged: BTreeSet::new(),
             released: BTreeMap::new(),
@@ -251,6 +317,10 @@ impl Ledger {
         self.disk = disk;
         self.dirty = true;
         self.confirm = true;
+        // The old disk's tickets mean nothing on the new one: these land with the next save.
+        for s in &mut self.staged {
+            s.moved = true;
+        }
     }
 
     /// What the ledger holds for managed cgroup `path`.
@@ -277,45 +347,146 @@ impl Ledger {
         &self.state.overrides
     }
 
-    /// Sets a runtime override and saves it now (`persist`: enforcing; a dry run keeps no
-    /// state of its own). A save that fails changes nothing.
+    /// The runtime override in force for `path`: one whose save is on its way is not yet.
+    #[must_use]
+    pub fn override_in_force(&self, path: &str) -> Option<Override> {
+        match self.staged.iter().find(|s| s.path == path) {
+            Some(s) => s.before,
+            None => self.state.overrides.get(path).copied(),
+        }
+    }
+
+    /// Whether a `set` or `unset` waits for its save ([`Ledger::settle`] tells when it ends).
+    #[must_use]
+    pub fn saving(&self) -> bool {
+        !self.staged.is_empty()
+    }
+
+    /// Sets a runtime override and hands its save in (`persist`: enforcing; a dry run keeps
+    /// no state of its own and the override is in force at once). The override is in force
+    /// once its copy is on disk ([`Ledger::settle`]); a save that fails changes nothing.
     ///
     /// # Errors
     ///
-    /// The save failed; the previous override (or none) stays in force.
+    /// The copy could not be handed in; the previous override (or none) stays in force.
     pub fn set_override(
         &mut self,
         path: &str,
         ov: Override,
         persist: bool,
-    ) -> Result<(), StateError> {
+    ) -> Result<Saving, StateError> {
         let before = self.state.overrides.insert(path.to_owned(), ov);
         if before == Some(ov) && persist && !self.overrides_unsaved {
-            // In force and on disk already: nothing to save (a flood of the same `set`).
-            return Ok(());
+            // On disk already, or on its way there: nothing more to save (a flood of the
+            // same `set` costs no write at all).
+            return Ok(self.staged_ticket(path));
         }
-        self.persist(persist).inspect_err(|_| {
-            match before {
-                Some(b) => self.state.overrides.insert(path.to_owned(), b),
-                None => self.state.overrides.remove(path),
-            };
-        })
+        match self.persist(persist) {
+            Ok(saving) => {
+                self.stage(saving, path, before);
+                Ok(saving)
+            }
+            Err(e) => {
+                match before {
+                    Some(b) => self.state.overrides.insert(path.to_owned(), b),
+                    None => self.state.overrides.remove(path),
+                };
+                Err(e)
+            }
+        }
     }
 
-    /// Removes a runtime override and saves now; returns whether there was one.
+    /// Removes a runtime override and hands its save in; returns whether there was one. The
+    /// removal is in force once it is on disk ([`Ledger::settle`]).
     ///
     /// # Errors
     ///
-    /// The save failed; the override stays in force.
-    pub fn unset_override(&mut self, path: &str, persist: bool) -> Result<bool, StateError> {
+    /// The copy could not be handed in; the override stays in force.
+    pub fn unset_override(
+        &mut self,
+        path: &str,
+        persist: bool,
+    ) -> Result<(bool, Saving), StateError> {
         let Some(before) = self.state.overrides.remove(path) else {
-            return Ok(false);
+            return Ok((false, self.staged_ticket(path)));
         };
-        if let Err(e) = self.persist(persist) {
-            self.state.overrides.insert(path.to_owned(), before);
-            return Err(e);
+        match self.persist(persist) {
+            Ok(saving) => {
+                self.stage(saving, path, Some(before));
+                Ok((true, saving))
+            }
+            Err(e) => {
+                self.state.overrides.insert(path.to_owned(), before);
+                Err(e)
+            }
         }
-        Ok(true)
+    }
+
+    /// The newest save on its way for `path`'s override, if any.
+    fn staged_ticket(&self, path: &str) -> Saving {
+        self.staged
+            .iter()
+            .rev()
+            .find(|s| s.path == path)
+            .map_or(Saving::Done, |s| Saving::Pending(s.ticket))
+    }
+
+    fn stage(&mut self, saving: Saving, path: &str, before: Option<Override>) {
+        if let Saving::Pending(ticket) = saving {
+            self.staged.push(Staged {
+                ticket,
+                moved: false,
+                path: path.to_owned(),
+                before,
+            });
+        }
+    }
+
+    /// Looks at the overrides whose save is on its way: those on disk are in force from now
+    /// on; those whose save failed are taken back, and a copy without them is handed in at
+    /// once (so the failed one can never land after it). Returns each ticket that ended and
+    /// how.
+    pub fn settle(&mut self) -> Vec<(Ticket, Result<(), String>)> {
+        if self.staged.is_empty() {
+            return Vec::new();
+        }
+        let mut ended = Vec::new();
+        let mut failed = Vec::new();
+        let mut waiting = Vec::new();
+        for s in std::mem::take(&mut self.staged) {
+            let fate = match (s.moved, self.dirty) {
+                (false, _) => self.disk.fate(s.ticket),
+                // Moved to another disk: it lands with the first save there.
+                (true, true) => Fate::Pending,
+                (true, false) => Fate::Written,
+            };
+            match fate {
+                Fate::Pending => waiting.push(s),
+                Fate::Written => ended.push((s.ticket, Ok(()))),
+                Fate::Failed(why) => {
+                    ended.push((s.ticket, Err(why)));
+                    failed.push(s);
+                }
+            }
+        }
+        // Newest first, so that each path ends where it was before the oldest failed change.
+        // A newer change still on its way keeps its own value and inherits what was in force.
+        for f in failed.iter().rev() {
+            if let Some(later) = waiting.iter_mut().find(|w| w.path == f.path) {
+                later.before = f.before;
+                continue;
+            }
+            match f.before {
+                Some(b) => self.state.overrides.insert(f.path.clone(), b),
+                None => self.state.overrides.remove(&f.path),
+            };
+        }
+        self.staged = waiting;
+        if !failed.is_empty() {
+            self.dirty = true;
+            self.flush();
+        }
+        ended
     }
 
     /// Drops a runtime override (its cgroup is gone), saved with the next save; returns
@@ -326,17 +497,28 @@ impl Ledger {
         had
     }
 
-    /// Saves an override's change and waits for it (`set` answers once it is on disk).
-    fn persist(&mut self, persist: bool) -> Result<(), StateError> {
-        if persist {
-            self.dirty = true;
-            self.confirm = true;
+    /// Hands in an override's change: its answer waits for the copy to be on disk. While an
+    /// original's change is not on disk yet, the copy carrying both is saved and waited for,
+    /// as originals are.
+    fn persist(&mut self, persist: bool) -> Result<Saving, StateError> {
+        if !persist {
+            self.overrides_unsaved = true;
+            return Ok(Saving::Done);
+        }
+        self.dirty = true;
+        if self.confirm {
             self.save()?;
             self.overrides_unsaved = false;
-        } else {
-            self.overrides_unsaved = true;
+            return Ok(Saving::Done);
         }
-        Ok(())
+        let ticket = self.disk.hand_in(&self.state)?;
+        self.dirty = false;
+        self.overrides_unsaved = false;
+        Ok(if ticket == Ticket::WRITTEN {
+            Saving::Done
+        } else {
+            Saving::Pending(ticket)
+        })
     }
 
     /// Saves the copy: waited for when it adds or changes an original, handed in otherwise.

@@ -281,10 +281,13 @@ async fn run(
     info!(config = %config_path.display(), ?tick, enforce = ctl.config().enforce, "memweightd started");
     // Control calls the loop may take before the next tick: a flood of requests delays a tick
     // (and the watchdog ping after it) by at most this many, or by about half a tick of their
-    // work (a `set` saves the state file with fsync, slow on a busy disk), whichever comes
-    // first; and a run of long ticks still serves waiting calls between two of them.
+    // work, whichever comes first; and a run of long ticks still serves waiting calls between
+    // two of them. A `set` only hands its save to the state file's writer thread: its answer
+    // waits for the fsync, the loop does not (`commands::Answers`).
     let mut calls_left = CALLS_PER_TICK;
     let mut calls_time = Duration::ZERO;
+    // `set`/`unset` answers waiting for their save; the loop never waits for the disk.
+    let mut answers = commands::Answers::default();
     loop {
         tokio::select! {
             // In this order: a stop first, then control calls while this tick's budget lasts,
@@ -302,9 +305,14 @@ async fn run(
                 calls_left -= 1;
                 let started = Instant::now();
                 // A call whose client stopped waiting is dropped, not carried out late.
-                commands::answer(&mut ctl, call, &config_path);
+                answers.answer(&mut ctl, call, &config_path);
                 calls_time += started.elapsed();
                 retime(ctl.config().tick.0, &mut tick, &mut interval);
+            }
+            // A save on its way: its answer goes out, and its override in force, as soon as it
+            // is on disk (a few ms) rather than at the next tick.
+            () = tokio::time::sleep(commands::SETTLE_POLL), if ctl.saving_overrides() => {
+                answers.settle(&mut ctl);
             }
             _ = hup.recv() => {
                 // Only root signals, and signals coalesce. A refused reload keeps the running configuration and logs why (WARN).
@@ -320,6 +328,7 @@ async fn run(
                 let cpu_before = if ready { None } else { cpu_time() };
                 let outcome = ctl.tick().await;
                 notify(&["WATCHDOG=1"]);
+                answers.settle(&mut ctl);
                 calls_left = CALLS_PER_TICK;
                 calls_time = Duration::ZERO;
                 if !ready {
@@ -359,6 +368,8 @@ async fn run(
     notify(&["STOPPING=1"]);
     server_task.abort();
     ctl.release_all().await;
+    // Everything is on disk now (or given up): answer what still waits.
+    answers.settle(&mut ctl);
     info!("memweightd stopped; original limits restored");
     Ok(())
 }

@@ -8,7 +8,7 @@
 //! database asked on the [`crate::pools::credentials`] pool), its one request line is parsed
 //! into a [`Command`] by [`memweight_proto::ctl::parse_request`] and sent to the loop as a
 //! [`Call`] with a oneshot reply channel; the loop answers it with
-//! [`crate::commands::answer`] on its own state between ticks. This module is the socket, the peer check and the framing only; parsing,
+//! [`crate::commands::Answers::answer`] on its own state between ticks. This module is the socket, the peer check and the framing only; parsing,
 //! authorisation and the commands are plain functions, tested without a socket.
 //!
 //! Under systemd the socket may come from `memweightd.socket` (`LISTEN_FDS`); otherwise the

@@ -2,7 +2,7 @@
 //!
 //! [`StateWriter`] is the daemon's [`Disk`]: one dedicated thread owns every write of the
 //! state file ([`StateStore::save`]: new file, fsync, rename, keeping the previous
-//! generation). The loop hands it copies of the ledger's state in two ways:
+//! generation). The loop hands it copies of the ledger's state in three ways:
 //!
 //! * [`Disk::submit`] — *save soon*, never waited for: the copy replaces any copy still
 //!   waiting (batched: only the newest is written), and a failed write is retried with a
@@ -10,12 +10,15 @@
 //!   (originals restored, overrides of gone cgroups) goes this way.
 //! * [`Disk::save`] — *save now and say when it is on disk*: the loop waits. The ledger asks
 //!   for it only when the save adds or changes an original (a cgroup adopted, an operator's
-//!   change, an ancestor's `memory.low`, a restore that could not be made at shutdown) or
-//!   carries a runtime override that `set`/`unset` must confirm, and at shutdown. That keeps the safety rule without change: an original is on disk before
+//!   change, an ancestor's `memory.low`, a restore that could not be made at shutdown), and
+//!   at shutdown. That keeps the safety rule without change: an original is on disk before
 //!   [`crate::ledger::Ledger::may_write`] allows the write that lowers the limit, so a crash
 //!   after that write always finds the original to restore. A failed waited save is not
 //!   retried here: the ledger takes the originals back out of its copy and records them again
 //!   next tick, so a stale copy written late can never replace an original already on disk.
+//! * [`Disk::hand_in`] — *save now, and I will ask*: a `set`/`unset`'s copy; the loop does not
+//!   wait, and asks [`Disk::fate`] later whether the copy (or a newer one, which carries its
+//!   change) is on disk or failed. Not retried when it fails, like a waited save.
 //!
 //! Every copy carries a generation; the thread always writes the newest copy waiting and never
 //! an older one after a newer, so the file only moves forward. While the last write failed,
@@ -29,7 +32,7 @@ use std::time::Duration;
 
 use tracing::{info, warn};
 
-use crate::ledger::Disk;
+use crate::ledger::{Disk, Fate, Ticket};
 use crate::state::{State, StateError, StateStore};
 
 /// The first delay before a failed write is tried again; it doubles up to [`RETRY_MAX`].
@@ -94,7 +97,7 @@ impl StateWriter {
     }
 
     /// Hands a copy in; returns its generation.
-    fn hand_in(slot: &mut Slot, state: &State, wait: bool) -> u64 {
+    fn take_copy(slot: &mut Slot, state: &State, wait: bool) -> u64 {
         slot.handed += 1;
         slot.waiting = Some((slot.handed, state.clone(), wait));
         slot.handed
@@ -125,7 +128,7 @@ impl Disk for StateWriter {
 
     fn save(&self, state: &State) -> Result<(), StateError> {
         let mut slot = self.lock();
-        let generation = Self::hand_in(&mut slot, state, true);
+        let generation = Self::take_copy(&mut slot, state, true);
         self.shared.wake.notify_all();
         loop {
             if slot.written >= generation {
@@ -148,7 +151,7 @@ impl Disk for StateWriter {
         let mut slot = self.lock();
         // Taken in any case (it replaces an older copy waiting for its retry), but while the
         // last write failed the caller is told it is not saved, and keeps its change pending.
-        Self::hand_in(&mut slot, state, false);
+        Self::take_copy(&mut slot, state, false);
         self.shared.wake.notify_all();
         match &slot.failed {
             Some((_, why)) => Err(self.unsaved(why.clone())),
@@ -159,6 +162,27 @@ impl Disk for StateWriter {
     fn settled(&self) -> bool {
         let slot = self.lock();
         slot.written >= slot.handed
+    }
+
+    fn hand_in(&self, state: &State) -> Result<Ticket, StateError> {
+        let mut slot = self.lock();
+        let generation = Self::take_copy(&mut slot, state, true);
+        self.shared.wake.notify_all();
+        Ok(Ticket(generation))
+    }
+
+    fn fate(&self, ticket: Ticket) -> Fate {
+        let slot = self.lock();
+        if slot.written >= ticket.0 {
+            return Fate::Written;
+        }
+        match &slot.failed {
+            // The write of this copy, or of a newer one that carried it, failed. A copy that
+            // is retried later may still land: the ledger answers the failure by handing in a
+            // copy without the change, and the writer never writes an older copy after it.
+            Some((g, why)) if *g >= ticket.0 => Fate::Failed(why.clone()),
+            _ => Fate::Pending,
+        }
     }
 }
 
@@ -310,6 +334,39 @@ mod tests {
         let on_disk = StateStore::new(dir.path()).load().expect("load");
         assert_eq!(on_disk.originals.keys().collect::<Vec<_>>(), ["d"]);
         assert!(w.settled());
+    }
+
+    fn fate_of(w: &StateWriter, t: Ticket) -> Fate {
+        for _ in 0..500 {
+            let fate = w.fate(t);
+            if fate != Fate::Pending {
+                return fate;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        panic!("ticket {t:?} never ended");
+    }
+
+    #[test]
+    fn a_ticket_ends_written_or_failed_and_the_caller_never_waits() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let w = StateWriter::spawn(StateStore::new(dir.path())).expect("spawn");
+        let t1 = w.hand_in(&one_original("a", 1)).expect("handed in");
+        assert_eq!(fate_of(&w, t1), Fate::Written);
+        let stored = StateStore::new(dir.path()).load().expect("load");
+        assert!(stored.originals.contains_key("a"));
+        let blocker = block(dir.path());
+        let t2 = w.hand_in(&one_original("b", 1)).expect("handed in");
+        let Fate::Failed(why) = fate_of(&w, t2) else {
+            panic!("the write cannot have landed");
+        };
+        assert!(why.contains(".state.json.tmp"), "{why}");
+        assert_eq!(w.fate(t1), Fate::Written, "an ended ticket stays ended");
+        fs::remove_dir(&blocker).expect("unblock");
+        // A newer copy that lands carries every older change.
+        let t3 = w.hand_in(&one_original("c", 1)).expect("handed in");
+        assert_eq!(fate_of(&w, t3), Fate::Written);
+        assert_eq!(w.fate(t2), Fate::Written);
     }
 
     #[test]

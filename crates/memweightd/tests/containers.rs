@@ -706,12 +706,16 @@ fn spawn_loop(
 ) -> tokio::task::JoinHandle<Controller> {
     tokio::spawn(async move {
         let mut interval = tokio::time::interval(Duration::from_millis(100));
+        let mut answers = commands::Answers::default();
         loop {
             tokio::select! {
+                () = tokio::time::sleep(commands::SETTLE_POLL), if ctl.saving_overrides() => {
+                    answers.settle(&mut ctl);
+                }
                 _ = interval.tick() => { let _ = ctl.tick().await; }
                 call = calls.recv() => {
                     let Some(call) = call else { break };
-                    commands::answer(&mut ctl, call, Path::new("test.toml"));
+                    answers.answer(&mut ctl, call, Path::new("test.toml"));
                 }
             }
         }

@@ -91,8 +91,12 @@ fn spawn_loop(
 ) -> tokio::task::JoinHandle<Controller> {
     tokio::spawn(async move {
         let mut interval = tokio::time::interval(Duration::from_millis(100));
+        let mut answers = commands::Answers::default();
         loop {
             tokio::select! {
+                () = tokio::time::sleep(commands::SETTLE_POLL), if ctl.saving_overrides() => {
+                    answers.settle(&mut ctl);
+                }
                 _ = interval.tick() => {
                     if let Ok(r) = ctl.tick().await {
                         let r = r.clone();
@@ -107,7 +111,7 @@ fn spawn_loop(
                 }
                 call = calls.recv() => {
                     let Some(call) = call else { break };
-                    commands::answer(&mut ctl, call, &config);
+                    answers.answer(&mut ctl, call, &config);
                 }
             }
         }
@@ -823,7 +827,8 @@ async fn regression_a_request_that_timed_out_is_not_carried_out_later() {
     // The loop comes back and finds the call: it is dropped, not carried out.
     let stale = rx.recv().await.expect("the queued call");
     assert!(stale.is_stale());
-    assert!(!commands::answer(&mut ctl, stale, &config));
+    let mut answers = commands::Answers::default();
+    assert!(!answers.answer(&mut ctl, stale, &config));
     assert_eq!(ctl.override_for("lab/c1"), None);
     // A call whose client still waits is carried out.
     let (reply, answer) = tokio::sync::oneshot::channel();
@@ -831,7 +836,12 @@ async fn regression_a_request_that_timed_out_is_not_carried_out_later() {
         command: set("lab/c1", 7),
         reply,
     };
-    assert!(commands::answer(&mut ctl, live, &config));
+    assert!(answers.answer(&mut ctl, live, &config));
+    // Answered once the override is on disk, never by the call itself.
+    while answers.waiting() {
+        tokio::time::sleep(commands::SETTLE_POLL).await;
+        answers.settle(&mut ctl);
+    }
     assert!(matches!(answer.await, Ok(ctl::Outcome::Ok(_))));
     assert_eq!(ctl.override_for("lab/c1").map(|o| o.weight), Some(7));
     serving.abort();

@@ -326,15 +326,17 @@ async fn truncated_state_file_falls_back_to_the_previous_generation() {
         let mut ctl = controller(&tree, fixed);
         ctl.tick().await.expect("tick");
         // A second generation: state.json.prev is the first, with every original.
-        ctl.set_override(
-            "lab/c2",
-            memweightd::state::Override {
-                weight: 4,
-                min: None,
-                max: None,
-            },
-        )
-        .expect("saved");
+        let set = memweight_proto::ctl::Command::Set {
+            cgroup: "lab/c2".into(),
+            weight: 4,
+            min: None,
+            max: None,
+        };
+        let answer = memweightd::commands::handle(&mut ctl, set, std::path::Path::new("x.toml"));
+        assert!(
+            matches!(answer, memweight_proto::ctl::Outcome::Ok(_)),
+            "{answer:?}"
+        );
         // Dropped without release_all: what kill -9 leaves behind.
     }
     assert!(high_bytes(tree.cg(0)) < 1950 * MIB, "throttled");

@@ -4,12 +4,13 @@
 //! "kill -9" is a `Controller` dropped without `release_all`; a restart is a new `Controller`
 //! on the same state directory.
 
-use memweight_proto::ctl::CgroupState;
+use memweight_proto::ctl::{CgroupState, Command, Outcome};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use memweight_cgroupfs::Limit;
 use memweight_cgroupfs::testing::{FakeCgroup, FakeProc};
+use memweightd::commands;
 use memweightd::config::Config;
 use memweightd::controller::Controller;
 
@@ -35,6 +36,23 @@ fn settled(read: impl Fn() -> String, ok: impl Fn(&str) -> bool) -> String {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// `memweightctl set` (`unset` when `weight` is `None`) as the daemon's loop carries it out:
+/// answered once the change is on disk.
+fn set(ctl: &mut Controller, path: &str, weight: Option<u32>) -> Outcome {
+    let command = match weight {
+        Some(weight) => Command::Set {
+            cgroup: path.into(),
+            weight,
+            min: None,
+            max: None,
+        },
+        None => Command::Unset {
+            cgroup: path.into(),
+        },
+    };
+    commands::handle(ctl, command, Path::new("memweight.toml"))
 }
 
 const RULES: &str = r#"
@@ -569,15 +587,7 @@ async fn exited_containers_leave_no_state_behind() {
     let (cfg, rules) = host.config("5000M", "");
     let mut ctl = Controller::new(cfg, rules).expect("start");
     ctl.tick().await.expect("tick");
-    ctl.set_override(
-        "pods/p03",
-        memweightd::state::Override {
-            weight: 9,
-            min: None,
-            max: None,
-        },
-    )
-    .expect("override");
+    assert!(matches!(set(&mut ctl, "pods/p03", Some(9)), Outcome::Ok(_)));
     for p in pods.iter().step_by(2).skip(1) {
         p.remove();
     }
@@ -759,25 +769,36 @@ async fn regression_set_with_a_failed_save_changes_nothing() {
         min: None,
         max: None,
     };
-    ctl.set_override("lab/c1", ov(5)).expect("saved");
+    let refused = |o: Outcome| match o {
+        Outcome::Error(e) => e.message,
+        Outcome::Ok(r) => panic!("answered {r:?} though the save failed"),
+    };
+    assert!(matches!(set(&mut ctl, "lab/c1", Some(5)), Outcome::Ok(_)));
     let blocker = tree.state_dir().join(".state.json.tmp");
     std::fs::create_dir_all(&blocker).expect("blocker");
-    assert!(ctl.set_override("lab/c1", ov(7)).is_err(), "the save fails");
+    let why = refused(set(&mut ctl, "lab/c1", Some(7)));
+    assert!(
+        why.contains("cannot record the override for lab/c1"),
+        "{why}"
+    );
     assert_eq!(
         ctl.override_for("lab/c1"),
         Some(ov(5)),
         "the old override stays"
     );
-    assert!(ctl.set_override("lab/c2", ov(9)).is_err());
+    refused(set(&mut ctl, "lab/c2", Some(9)));
     assert_eq!(
         ctl.override_for("lab/c2"),
         None,
         "no override without a save"
     );
-    assert!(ctl.unset_override("lab/c1").is_err());
+    refused(set(&mut ctl, "lab/c1", None));
     assert_eq!(ctl.override_for("lab/c1"), Some(ov(5)), "still in force");
+    let r = ctl.tick().await.expect("tick").clone();
+    let c1 = r.cgroups.iter().find(|c| c.cgroup == "lab/c1").expect("c1");
+    assert_eq!(c1.weight, 5, "the tick used the override on disk");
     std::fs::remove_dir(&blocker).expect("unblock");
-    assert!(ctl.unset_override("lab/c1").expect("saved"));
+    assert!(matches!(set(&mut ctl, "lab/c1", None), Outcome::Ok(_)));
     assert_eq!(ctl.override_for("lab/c1"), None);
 }
 
@@ -786,20 +807,11 @@ async fn regression_set_with_a_failed_save_changes_nothing() {
 /// and applied to any later cgroup of that name.
 #[tokio::test]
 async fn regression_override_of_a_cgroup_removed_while_down_is_dropped() {
-    use memweightd::state::Override;
     let tree = Tree::new();
     {
         let mut ctl = tree.controller(ROOMY);
         ctl.tick().await.expect("tick");
-        ctl.set_override(
-            "lab/c3",
-            Override {
-                weight: 9,
-                min: None,
-                max: None,
-            },
-        )
-        .expect("saved");
+        assert!(matches!(set(&mut ctl, "lab/c3", Some(9)), Outcome::Ok(_)));
         // kill -9
     }
     assert!(

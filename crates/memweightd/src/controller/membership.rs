@@ -137,7 +137,7 @@ impl Controller {
                 };
             }
         }
-        if let Some(ov) = self.ledger.overrides().get(path) {
+        if let Some(ov) = self.ledger.override_in_force(path) {
             s.weight = ov.weight;
             source = WeightSource::Override;
             if let Some(m) = ov.min {

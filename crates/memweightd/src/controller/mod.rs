@@ -36,7 +36,7 @@ use tracing::{error, info, warn};
 use crate::capacity::Carry;
 use crate::config::{CapacityMode, Config, Rules, Settings};
 use crate::containers::{self, Containers, Snapshot};
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, Saving, Ticket};
 use crate::outside::Outside;
 use crate::state::{Orphans, Override, StateStore};
 use crate::state_writer::StateWriter;
@@ -310,18 +310,31 @@ impl Controller {
         self.managed.contains_key(path)
     }
 
-    /// Sets a runtime override; it takes effect at the next tick and is persisted.
+    /// Sets a runtime override and hands its save in; it is in force from the first tick after
+    /// it is on disk ([`Controller::settle_overrides`] says when).
     ///
     /// A save that fails changes nothing: the previous override (or none) stays in force.
-    pub fn set_override(&mut self, path: &str, ov: Override) -> Result<(), ControlError> {
+    pub fn set_override(&mut self, path: &str, ov: Override) -> Result<Saving, ControlError> {
         Ok(self.ledger.set_override(path, ov, self.cfg.enforce)?)
     }
 
-    /// Removes a runtime override; returns whether there was one.
+    /// Removes a runtime override and hands its save in; returns whether there was one.
     ///
     /// A save that fails changes nothing: the override stays in force.
-    pub fn unset_override(&mut self, path: &str) -> Result<bool, ControlError> {
+    pub fn unset_override(&mut self, path: &str) -> Result<(bool, Saving), ControlError> {
         Ok(self.ledger.unset_override(path, self.cfg.enforce)?)
+    }
+
+    /// Whether a `set` or `unset` waits for its save.
+    #[must_use]
+    pub fn saving_overrides(&self) -> bool {
+        self.ledger.saving()
+    }
+
+    /// The `set`s and `unset`s whose save ended since the last call, and how
+    /// ([`Ledger::settle`](crate::ledger::Ledger::settle)).
+    pub fn settle_overrides(&mut self) -> Vec<(Ticket, Result<(), String>)> {
+        self.ledger.settle()
     }
 
     /// Replaces the configuration (reload). Cgroups that stay managed keep their originals;

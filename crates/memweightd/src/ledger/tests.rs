@@ -20,6 +20,12 @@ struct Platter {
     /// until [`FakeDisk::writer_runs`]; a waited save replaces it.
     deferred: bool,
     pending: Option<State>,
+    /// A copy handed in with [`Disk::hand_in`] (deferred disks): its ticket, and the last
+    /// ticket written and failed.
+    ticket: u64,
+    pending_ticket: u64,
+    written: u64,
+    failed: u64,
 }
 
 impl FakeDisk {
@@ -49,10 +55,16 @@ impl FakeDisk {
     /// The writer thread's turn: the copy handed in is written, or kept for a retry.
     fn writer_runs(&self) {
         let mut p = self.0.lock().expect("disk");
-        if !p.failing
-            && let Some(st) = p.pending.take()
-        {
+        let ticket = std::mem::take(&mut p.pending_ticket);
+        if p.failing {
+            // A copy someone asks about is not retried.
+            if ticket > 0 {
+                p.failed = ticket;
+                p.pending = None;
+            }
+        } else if let Some(st) = p.pending.take() {
             p.saved = st;
+            p.written = p.written.max(ticket);
         }
     }
 }
@@ -93,6 +105,29 @@ impl Disk for FakeDisk {
 
     fn settled(&self) -> bool {
         self.0.lock().expect("disk").pending.is_none()
+    }
+
+    fn hand_in(&self, state: &State) -> Result<Ticket, StateError> {
+        let mut p = self.0.lock().expect("disk");
+        if !p.deferred {
+            drop(p);
+            return self.save(state).map(|()| Ticket::WRITTEN);
+        }
+        p.ticket += 1;
+        p.pending_ticket = p.ticket;
+        p.pending = Some(state.clone());
+        Ok(Ticket(p.ticket))
+    }
+
+    fn fate(&self, ticket: Ticket) -> Fate {
+        let p = self.0.lock().expect("disk");
+        if p.written >= ticket.0 {
+            Fate::Written
+        } else if p.failed >= ticket.0 {
+            Fate::Failed("no space left on device".into())
+        } else {
+            Fate::Pending
+        }
     }
 }
 
@@ -412,8 +447,83 @@ fn regression_override_whose_save_fails_changes_nothing() {
     assert!(l.unset_override("a", true).is_err());
     assert_eq!(l.overrides().get("a"), Some(&ov));
     disk.fail(false);
-    assert_eq!(l.unset_override("a", true).ok(), Some(true));
+    assert_eq!(l.unset_override("a", true).ok(), Some((true, Saving::Done)));
     assert!(disk.saved().overrides.is_empty());
+}
+
+/// Issue 23: each `set` saved the state file with fsync on the loop's thread, so a flood of
+/// them on a slow disk stalled the ticks. A `set` now only hands its copy in, and its override
+/// is in force once the copy is on disk.
+#[test]
+fn regression_a_set_waited_for_the_disk_on_the_loops_thread() {
+    let disk = FakeDisk::deferred();
+    let mut l = ledger(&disk);
+    let Saving::Pending(t) = l.set_override("a", weight(5), true).expect("handed in") else {
+        panic!("a set on the writer thread's disk is answered later");
+    };
+    assert!(disk.saved().overrides.is_empty(), "nothing written yet");
+    assert!(l.saving());
+    assert_eq!(
+        l.override_in_force("a"),
+        None,
+        "not in force before it is on disk"
+    );
+    assert_eq!(l.overrides().get("a"), Some(&weight(5)), "shown as set");
+    assert!(l.settle().is_empty(), "still on its way");
+    // The same value again while on its way: the same ticket, no new copy.
+    assert_eq!(
+        l.set_override("a", weight(5), true).expect("same"),
+        Saving::Pending(t)
+    );
+    disk.writer_runs();
+    assert_eq!(l.settle(), vec![(t, Ok(()))]);
+    assert_eq!(l.override_in_force("a"), Some(weight(5)));
+    assert!(!l.saving());
+    assert_eq!(disk.saved().overrides.get("a"), Some(&weight(5)));
+}
+
+/// A `set` whose copy failed to land is taken back, and with it any older change on its way;
+/// a newer change on its way keeps its own value.
+#[test]
+fn a_set_whose_copy_fails_is_taken_back_and_the_copy_without_it_handed_in() {
+    let disk = FakeDisk::deferred();
+    let mut l = ledger(&disk);
+    let Saving::Pending(t1) = l.set_override("a", weight(5), true).expect("handed in") else {
+        panic!("pending");
+    };
+    disk.writer_runs();
+    assert_eq!(l.settle(), vec![(t1, Ok(()))]);
+    let Saving::Pending(t2) = l.set_override("a", weight(6), true).expect("handed in") else {
+        panic!("pending");
+    };
+    let Ok((true, Saving::Pending(t3))) = l.unset_override("a", true) else {
+        panic!("pending");
+    };
+    let Saving::Pending(t4) = l.set_override("b", weight(7), true).expect("handed in") else {
+        panic!("pending");
+    };
+    disk.fail(true);
+    disk.writer_runs();
+    let ended = l.settle();
+    assert_eq!(ended.len(), 3, "{ended:?}");
+    assert!(
+        ended
+            .iter()
+            .all(|(t, r)| [t2, t3, t4].contains(t) && r.is_err())
+    );
+    assert_eq!(
+        l.overrides().get("a"),
+        Some(&weight(5)),
+        "back where it was"
+    );
+    assert_eq!(l.overrides().get("b"), None);
+    assert_eq!(l.override_in_force("a"), Some(weight(5)));
+    assert!(!l.saving());
+    // The copy without them is handed in at once and lands once the disk works.
+    disk.fail(false);
+    disk.writer_runs();
+    assert_eq!(disk.saved().overrides.get("a"), Some(&weight(5)));
+    assert_eq!(disk.saved().overrides.get("b"), None);
 }
 
 /// A disk that counts how each copy came: waited for ([`Disk::save`]) or handed in
