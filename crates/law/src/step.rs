@@ -9,6 +9,8 @@
 //! originals not yet saved, a write still landing). Tests drive the law through here alone
 //! (the proptests at the bottom check the safety rules over arbitrary ticks).
 
+use std::collections::BTreeMap;
+
 use memweight_cgroupfs::{CgroupSample, HostSample, Limit};
 use memweight_policy::{CgroupInput, Decision, Level, Plan};
 
@@ -63,7 +65,7 @@ pub struct CgroupStep {
     pub ceiling: Option<u64>,
     /// The memory.low protection the law wants for it: its entitlement, or in `kernel` mode
     /// what step.rs's `protect` rule leaves of it. Its ancestors' memory.low is the sum of
-    /// these below them (`protect_ancestors`).
+    /// these below them ([`Step::ancestors`]).
     pub protect: u64,
     /// The writes that would move the cgroup there.
     pub writes: Writes,
@@ -90,6 +92,11 @@ pub struct Step {
     pub enforcing: bool,
     /// Per row, in order.
     pub cgroups: Vec<CgroupStep>,
+    /// The memory.low each ancestor of the rows needs so that their protection reaches them
+    /// (memory.low is recursive: a child's protection is capped by its parent's): the sum of
+    /// the `protect` of the rows below it, each rounded up to the kernel's granule; the root
+    /// itself is not listed. Written only where the operator enables `protect_ancestors`.
+    pub ancestors: BTreeMap<String, u64>,
 }
 
 /// One tick of the control law. `watermark_band` is the kernel's reclaim band when the reserve
@@ -301,6 +308,11 @@ pub fn step(
             }
         })
         .collect();
+    let ancestors = ancestor_lows(
+        rows.iter()
+            .zip(&cgroups)
+            .map(|(r, c): (&Row<'_>, &CgroupStep)| (r.name, c.protect)),
+    );
     Step {
         capacity: cap,
         guards,
@@ -313,7 +325,24 @@ pub fn step(
         rejected,
         enforcing,
         cgroups,
+        ancestors,
     }
+}
+
+/// Sum of descendants' protection per ancestor (the root itself excluded), each rounded up to
+/// the `memory.low` granule.
+fn ancestor_lows<'a>(lows: impl IntoIterator<Item = (&'a str, u64)>) -> BTreeMap<String, u64> {
+    let mut out: BTreeMap<String, u64> = BTreeMap::new();
+    for (path, low) in lows {
+        let low = low
+            .div_ceil(decide::LOW_GRANULE)
+            .saturating_mul(decide::LOW_GRANULE);
+        for a in memweight_proto::cgroup_path::ancestors(path) {
+            let e = out.entry(a.to_owned()).or_default();
+            *e = e.saturating_add(low);
+        }
+    }
+    out
 }
 
 /// A cgroup within this many bytes (or 1/32) of its memory.high counts as held by it.

@@ -661,3 +661,13 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn ancestors_get_the_sum_of_their_descendants() {
+    let m = 4 << 20;
+    let got = ancestor_lows([("a/b/c1", m), ("a/b/c2", 2 * m), ("a/x", m + 1), ("top", m)]);
+    let want: BTreeMap<String, u64> = [("a".to_owned(), 5 * m), ("a/b".to_owned(), 3 * m)]
+        .into_iter()
+        .collect();
+    assert_eq!(got, want);
+}

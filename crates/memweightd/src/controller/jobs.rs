@@ -19,7 +19,7 @@ use tracing::{debug, error, info, warn};
 
 use super::Controller;
 use super::sampling::Sampled;
-use crate::decide::{self, Originals, Writes};
+use crate::decide::{Originals, Writes};
 use crate::ledger::Restored;
 use crate::step::{CgroupStep, Step, limit_above};
 
@@ -319,22 +319,6 @@ impl Controller {
     }
 }
 
-/// Sum of descendants' protection per ancestor (the root itself excluded), rounded up to the
-/// `memory.low` granule.
-pub(super) fn ancestor_lows(lows: &[(&str, u64)]) -> BTreeMap<String, u64> {
-    let mut out: BTreeMap<String, u64> = BTreeMap::new();
-    for (path, low) in lows {
-        let low = low
-            .div_ceil(decide::LOW_GRANULE)
-            .saturating_mul(decide::LOW_GRANULE);
-        for a in memweight_proto::cgroup_path::ancestors(path) {
-            let e = out.entry(a.to_owned()).or_default();
-            *e = e.saturating_add(low);
-        }
-    }
-    out
-}
-
 fn read_limit(
     fs: &CgroupFs,
     rel: &str,
@@ -431,19 +415,4 @@ fn restore(fs: &CgroupFs, path: &str, o: &Originals, id: Option<u64>) -> Restore
         }
     }
     Restored::Done
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ancestors_get_the_sum_of_their_descendants() {
-        let m = 4 << 20;
-        let got = ancestor_lows(&[("a/b/c1", m), ("a/b/c2", 2 * m), ("a/x", m + 1), ("top", m)]);
-        let want: BTreeMap<String, u64> = [("a".to_owned(), 5 * m), ("a/b".to_owned(), 3 * m)]
-            .into_iter()
-            .collect();
-        assert_eq!(got, want);
-    }
 }

@@ -524,7 +524,7 @@ impl Controller {
                     wanted: row.wanted,
                     sample: &row.sample,
                     state: (*state)?,
-                    overridden: self.ledger.overrides().contains_key(p),
+                    overridden: self.ledger.override_in_force(p).is_some(),
                     holding: self.ledger.holding(p)?,
                     refaulted: self.managed.get(p)?.refaulted,
                 })
@@ -538,25 +538,13 @@ impl Controller {
             outside_stall,
             &lines,
         );
-        // What the law protects of each reported cgroup, in the report's order: their
-        // ancestors' memory.low is the sum of it.
-        let protects: Vec<u64> = lines
-            .iter()
-            .map(|l| step.cgroups[l.index].protect)
-            .collect();
         drop(lines);
 
         self.spawn_jobs(&rows, &step, &states);
         // Give quick writes a chance to land within this tick; slow ones are picked up later.
         self.collect_jobs(self.cfg.tick.0 / 2).await;
         if self.cfg.enforce && self.cfg.protect_ancestors {
-            let lows: Vec<(&str, u64)> = report
-                .cgroups
-                .iter()
-                .zip(&protects)
-                .map(|(r, &p)| (r.cgroup.as_str(), p))
-                .collect();
-            self.protect_ancestors(&jobs::ancestor_lows(&lows));
+            self.protect_ancestors(&step.ancestors);
         } else if self.ledger.has_ancestors() {
             // Dry run, or protect_ancestors turned off by a reload: put the ancestors back.
             self.protect_ancestors(&BTreeMap::new());
