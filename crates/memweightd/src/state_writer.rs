@@ -269,14 +269,19 @@ mod tests {
     use super::*;
     use crate::state::one_original;
 
-    fn wait_settled(w: &StateWriter) {
+    /// What `f` gives once it gives something, asked every 10 ms for up to 5 s.
+    fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
         for _ in 0..500 {
-            if w.settled() {
-                return;
+            if let Some(t) = f() {
+                return t;
             }
             thread::sleep(Duration::from_millis(10));
         }
-        panic!("the writer did not settle");
+        panic!("{what} never happened");
+    }
+
+    fn wait_settled(w: &StateWriter) {
+        eventually("the writer settling", || w.settled().then_some(()));
     }
 
     #[test]
@@ -337,14 +342,9 @@ mod tests {
     }
 
     fn fate_of(w: &StateWriter, t: Ticket) -> Fate {
-        for _ in 0..500 {
-            let fate = w.fate(t);
-            if fate != Fate::Pending {
-                return fate;
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-        panic!("ticket {t:?} never ended");
+        eventually("the ticket's end", || {
+            Some(w.fate(t)).filter(|f| *f != Fate::Pending)
+        })
     }
 
     #[test]
