@@ -40,18 +40,24 @@ pub struct Answers {
 /// How often the loop looks at a save on its way ([`Answers::settle`]).
 pub const SETTLE_POLL: std::time::Duration = std::time::Duration::from_millis(5);
 
+/// A change handed in, answered when `ticket` ends.
 #[derive(Debug)]
-struct Waiting {
+struct Pending {
     ticket: Ticket,
     path: String,
     kind: Change,
+}
+
+#[derive(Debug)]
+struct Waiting {
+    pending: Pending,
     reply: oneshot::Sender<Outcome>,
 }
 
 /// A change of a runtime override, carried out, whose answer waits for the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Change {
-    Set,
+    Set(Override),
     Unset { had: bool },
 }
 
@@ -59,12 +65,8 @@ enum Change {
 enum Started {
     /// The answer.
     Now(Outcome),
-    /// A change handed in: answered when `ticket` ends.
-    Later {
-        ticket: Ticket,
-        path: String,
-        kind: Change,
-    },
+    /// A change handed in.
+    Later(Pending),
 }
 
 impl Answers {
@@ -85,10 +87,8 @@ impl Answers {
             Started::Now(outcome) => {
                 let _ = call.reply.send(outcome);
             }
-            Started::Later { ticket, path, kind } => self.waiting.push(Waiting {
-                ticket,
-                path,
-                kind,
+            Started::Later(pending) => self.waiting.push(Waiting {
+                pending,
                 reply: call.reply,
             }),
         }
@@ -103,9 +103,10 @@ impl Answers {
         }
         let mut left = Vec::with_capacity(self.waiting.len());
         for w in std::mem::take(&mut self.waiting) {
-            match ended.iter().find(|(t, _)| *t == w.ticket) {
+            match ended.iter().find(|(t, _)| *t == w.pending.ticket) {
                 Some((_, result)) => {
-                    let _ = w.reply.send(finish(ctl, &w.path, w.kind, result.clone()));
+                    let p = &w.pending;
+                    let _ = w.reply.send(finish(ctl, &p.path, p.kind, result.clone()));
                 }
                 None => left.push(w),
             }
@@ -126,13 +127,13 @@ impl Answers {
 pub fn handle(ctl: &mut Controller, command: Command, config_path: &Path) -> Outcome {
     match start(ctl, command, config_path) {
         Started::Now(outcome) => outcome,
-        Started::Later { ticket, path, kind } => loop {
+        Started::Later(p) => loop {
             if let Some((_, result)) = ctl
                 .settle_overrides()
                 .into_iter()
-                .find(|(t, _)| *t == ticket)
+                .find(|(t, _)| *t == p.ticket)
             {
-                break finish(ctl, &path, kind, result);
+                break finish(ctl, &p.path, p.kind, result);
             }
             std::thread::sleep(SETTLE_POLL);
         },
@@ -142,8 +143,8 @@ pub fn handle(ctl: &mut Controller, command: Command, config_path: &Path) -> Out
 /// The answer of a change whose save ended.
 fn finish(ctl: &Controller, path: &str, kind: Change, result: Result<(), String>) -> Outcome {
     let result = match (kind, result) {
-        (Change::Set, Ok(())) => {
-            info!(cgroup = %path, "runtime override set");
+        (Change::Set(Override { weight, min, max }), Ok(())) => {
+            info!(cgroup = %path, weight, ?min, ?max, "runtime override set");
             Ok(Reply::Setting(Box::new(setting(ctl, path))))
         }
         (Change::Unset { had }, Ok(())) => {
@@ -152,7 +153,7 @@ fn finish(ctl: &Controller, path: &str, kind: Change, result: Result<(), String>
             }
             Ok(Reply::Setting(Box::new(setting(ctl, path))))
         }
-        (Change::Set, Err(e)) => Err(cannot_record("the override", path, &e)),
+        (Change::Set(_), Err(e)) => Err(cannot_record("the override", path, &e)),
         (Change::Unset { .. }, Err(e)) => Err(cannot_record("removing the override", path, &e)),
     };
     result.into()
@@ -180,10 +181,11 @@ fn start(ctl: &mut Controller, command: Command, config_path: &Path) -> Started 
             if !ctl.is_managed(&path) {
                 return Err(unknown(&path, &root));
             }
+            let ov = Override { weight, min, max };
             let saving = ctl
-                .set_override(&path, Override { weight, min, max })
+                .set_override(&path, ov)
                 .map_err(|e| cannot_record("the override", &path, &e))?;
-            Ok((path, Change::Set, saving))
+            Ok((path, Change::Set(ov), saving))
         }),
         Command::Unset { cgroup } => target(ctl, &cgroup, &root).and_then(|path| {
             if ctl.override_for(&path).is_none() {
@@ -199,7 +201,7 @@ fn start(ctl: &mut Controller, command: Command, config_path: &Path) -> Started 
     match result {
         Err(e) => Started::Now(Err::<Reply, _>(e).into()),
         Ok((path, kind, Saving::Done)) => Started::Now(finish(ctl, &path, kind, Ok(()))),
-        Ok((path, kind, Saving::Pending(ticket))) => Started::Later { ticket, path, kind },
+        Ok((path, kind, Saving::Pending(ticket))) => Started::Later(Pending { ticket, path, kind }),
     }
 }
 

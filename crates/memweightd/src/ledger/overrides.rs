@@ -67,10 +67,7 @@ impl Ledger {
                 Ok(saving)
             }
             Err(e) => {
-                match before {
-                    Some(b) => self.state.overrides.insert(path.to_owned(), b),
-                    None => self.state.overrides.remove(path),
-                };
+                self.put_back(path, before);
                 Err(e)
             }
         }
@@ -96,10 +93,18 @@ impl Ledger {
                 Ok((true, saving))
             }
             Err(e) => {
-                self.state.overrides.insert(path.to_owned(), before);
+                self.put_back(path, Some(before));
                 Err(e)
             }
         }
+    }
+
+    /// Makes `before` (an override, or none) `path`'s again in the copy.
+    fn put_back(&mut self, path: &str, before: Option<Override>) {
+        match before {
+            Some(b) => self.state.overrides.insert(path.to_owned(), b),
+            None => self.state.overrides.remove(path),
+        };
     }
 
     /// The newest save on its way for `path`'s override, if any.
@@ -156,10 +161,7 @@ impl Ledger {
                 later.before = f.before;
                 continue;
             }
-            match f.before {
-                Some(b) => self.state.overrides.insert(f.path.clone(), b),
-                None => self.state.overrides.remove(&f.path),
-            };
+            self.put_back(&f.path, f.before);
         }
         self.staged = waiting;
         if !failed.is_empty() {

@@ -451,6 +451,14 @@ fn regression_override_whose_save_fails_changes_nothing() {
     assert!(disk.saved().overrides.is_empty());
 }
 
+/// The ticket of a change handed in to a disk that writes later.
+fn pending(saving: Result<Saving, StateError>) -> Ticket {
+    match saving {
+        Ok(Saving::Pending(t)) => t,
+        other => panic!("a change on the writer thread's disk is answered later: {other:?}"),
+    }
+}
+
 /// Issue 23: each `set` saved the state file with fsync on the loop's thread, so a flood of
 /// them on a slow disk stalled the ticks. A `set` now only hands its copy in, and its override
 /// is in force once the copy is on disk.
@@ -458,9 +466,7 @@ fn regression_override_whose_save_fails_changes_nothing() {
 fn regression_a_set_waited_for_the_disk_on_the_loops_thread() {
     let disk = FakeDisk::deferred();
     let mut l = ledger(&disk);
-    let Saving::Pending(t) = l.set_override("a", weight(5), true).expect("handed in") else {
-        panic!("a set on the writer thread's disk is answered later");
-    };
+    let t = pending(l.set_override("a", weight(5), true));
     assert!(disk.saved().overrides.is_empty(), "nothing written yet");
     assert!(l.saving());
     assert_eq!(
@@ -488,20 +494,14 @@ fn regression_a_set_waited_for_the_disk_on_the_loops_thread() {
 fn a_set_whose_copy_fails_is_taken_back_and_the_copy_without_it_handed_in() {
     let disk = FakeDisk::deferred();
     let mut l = ledger(&disk);
-    let Saving::Pending(t1) = l.set_override("a", weight(5), true).expect("handed in") else {
-        panic!("pending");
-    };
+    let t1 = pending(l.set_override("a", weight(5), true));
     disk.writer_runs();
     assert_eq!(l.settle(), vec![(t1, Ok(()))]);
-    let Saving::Pending(t2) = l.set_override("a", weight(6), true).expect("handed in") else {
-        panic!("pending");
-    };
+    let t2 = pending(l.set_override("a", weight(6), true));
     let Ok((true, Saving::Pending(t3))) = l.unset_override("a", true) else {
-        panic!("pending");
+        panic!("an unset of an override in force is pending");
     };
-    let Saving::Pending(t4) = l.set_override("b", weight(7), true).expect("handed in") else {
-        panic!("pending");
-    };
+    let t4 = pending(l.set_override("b", weight(7), true));
     disk.fail(true);
     disk.writer_runs();
     let ended = l.settle();
