@@ -74,6 +74,10 @@ pub(crate) struct Global {
     #[arg(long, value_name = "SECONDS", global = true, default_value = "30",
         value_parser = parse_wait)]
     pub wait: Duration,
+    /// Say on stderr how long the daemon took to answer, from connecting to its reply
+    /// (memweightctl's own start-up not counted): tells a busy daemon from a busy host.
+    #[arg(long, global = true)]
+    pub timing: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -237,6 +241,9 @@ mod tests {
         assert_eq!(cli.global.output, OutputFormat::Wide);
         let cli = parse(&["-o", "json", "plan", "-"]).expect("plan takes the global -o");
         assert_eq!(cli.global.output, OutputFormat::Json);
+        assert!(!cli.global.timing);
+        let cli = parse(&["status", "--timing"]).expect("parses");
+        assert!(cli.global.timing);
     }
 
     /// The format is the user's choice alone: nothing here looks at stdout, and without `-o`

@@ -8,7 +8,7 @@
 //! [`STATUS_WIDTH`] columns; `-o wide` has every column. Rendering is pure and tested here.
 
 use std::io::IsTerminal;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use globset::{GlobBuilder, GlobMatcher};
@@ -104,13 +104,27 @@ fn parse_size(flag: &str, text: Option<&String>) -> Result<Option<u64>, Failure>
 
 /// Sends `command`, waiting up to `--wait` for a daemon that is not ready yet (saying so on
 /// stderr), with `pause` between the tries.
+/// With `--timing`, says how long that took on stderr.
 fn ask(g: &Global, command: &Command, pause: &mut Pauser<'_>) -> Result<Reply, Failure> {
-    client::request_waiting(
+    let started = Instant::now();
+    let answer = client::request_waiting(
         &g.socket,
         command,
         Wait::up_to(g.wait),
         &mut |line| eprintln!("memweightctl: {line}"),
         pause,
+    );
+    if g.timing {
+        eprintln!("memweightctl: {}", timing_line(started.elapsed()));
+    }
+    answer
+}
+
+/// `--timing`'s line: milliseconds first, so that a script can take the number.
+fn timing_line(took: Duration) -> String {
+    format!(
+        "answered in {} ms (from connecting to the reply)",
+        took.as_millis()
     )
 }
 

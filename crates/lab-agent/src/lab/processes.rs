@@ -429,9 +429,16 @@ impl Lab {
             };
             if let Some((how, ok)) = finished {
                 let done = self.commands.swap_remove(i);
-                em.event(t, done.kind, format!("{} -> {how}", done.run), ok);
+                let output = read(&done.output).unwrap_or_default();
+                let mut detail = format!("{} -> {how}", done.run);
+                if !ok {
+                    // What it printed is what one debugs a failure with, and a CI log may be
+                    // all one has of it.
+                    detail.push_str(&output_tail(&output, FAILED_OUTPUT_LINES));
+                }
+                em.event(t, done.kind, detail, ok);
                 let mut text = format!("$ {}\n# at t={:.1}s, {how}\n", done.run, done.at);
-                text.push_str(&read(&done.output).unwrap_or_default());
+                text.push_str(&output);
                 let name = format!("commands/{}.txt", done.file);
                 let path = Path::new(WORK_DIR).join(format!("cmd-{}.out", done.file));
                 if fs::write(&path, text).is_ok() {
@@ -441,5 +448,48 @@ impl Lab {
                 i += 1;
             }
         }
+    }
+}
+
+/// Lines of a failed command's output carried in its event.
+const FAILED_OUTPUT_LINES: usize = 30;
+
+/// The last `lines` lines of `output`, each on a line of its own after `  | `, under a line
+/// saying how many there were.
+fn output_tail(output: &str, lines: usize) -> String {
+    let all: Vec<&str> = output.lines().collect();
+    let shown = &all[all.len().saturating_sub(lines)..];
+    let mut text = format!(
+        "\n  its output (last {} of {} lines):",
+        shown.len(),
+        all.len()
+    );
+    for line in shown {
+        text.push_str("\n  | ");
+        text.push_str(line);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stop 30's CI failed on host-hostile's flood step with only the script's tail in the log:
+    /// which of its three assertions failed was in a file the CI clone took with it.
+    #[test]
+    fn regression_a_failed_commands_output_was_not_in_the_ci_log() {
+        let output: String = (1..=40).map(|n| format!("line {n}\n")).collect();
+        let tail = output_tail(&output, 30);
+        assert!(
+            tail.starts_with("\n  its output (last 30 of 40 lines):"),
+            "{tail}"
+        );
+        assert!(
+            tail.contains("\n  | line 11\n") && tail.ends_with("\n  | line 40"),
+            "{tail}"
+        );
+        assert!(!tail.contains("line 10\n"), "{tail}");
+        assert_eq!(output_tail("", 30), "\n  its output (last 0 of 0 lines):");
     }
 }

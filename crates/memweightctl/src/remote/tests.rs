@@ -306,6 +306,7 @@ fn version_lines_name_both_sides() {
         output: OutputFormat::Table,
         socket: "/run/memweight/memweightd.sock".into(),
         wait: Duration::ZERO,
+        timing: false,
     };
     let daemon = ctl::Version {
         program: "memweightd".into(),
@@ -499,4 +500,11 @@ fn bad_weights_and_sizes_are_one_line() {
         parse_size("--max", Some(&"1G".to_owned())).ok(),
         Some(Some(1 << 30))
     );
+}
+
+/// The lab's scripts take the number after "answered in".
+#[test]
+fn the_timing_line_starts_with_the_milliseconds() {
+    let line = timing_line(Duration::from_micros(12_345_678));
+    assert!(line.starts_with("answered in 12345 ms"), "{line}");
 }
