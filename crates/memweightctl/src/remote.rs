@@ -103,8 +103,7 @@ fn parse_size(flag: &str, text: Option<&String>) -> Result<Option<u64>, Failure>
 }
 
 /// Sends `command`, waiting up to `--wait` for a daemon that is not ready yet (saying so on
-/// stderr), with `pause` between the tries.
-/// With `--timing`, says how long that took on stderr.
+/// stderr), with `pause` between the tries; with `--timing`, says on stderr how long that took.
 fn ask(g: &Global, command: &Command, pause: &mut Pauser<'_>) -> Result<Reply, Failure> {
     let started = Instant::now();
     let answer = client::request_waiting(
