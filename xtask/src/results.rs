@@ -17,6 +17,9 @@ pub struct Results {
     pub events: Vec<Event>,
     /// Output files by relative name.
     pub files: BTreeMap<String, String>,
+    /// The guest's memory as the virtio-balloon leaves it (`t`, bytes: QMP's `actual`), once
+    /// per sample (host guest; empty elsewhere). Recorded by the host, not the guest.
+    pub balloon: Vec<(f64, u64)>,
 }
 
 /// Incremental decoder.

@@ -354,6 +354,7 @@ struct BalloonDriver {
     qmp: Option<qmp::Qmp>,
     last_t: f64,
     csv: String,
+    trace: Vec<(f64, u64)>,
     errors: Vec<String>,
 }
 
@@ -372,6 +373,7 @@ impl BalloonDriver {
             qmp: None,
             last_t: -1.0,
             csv: "t,target,actual\n".to_owned(),
+            trace: Vec::new(),
             errors: Vec::new(),
         }
     }
@@ -419,6 +421,7 @@ impl BalloonDriver {
         }
         match q.balloon_actual() {
             Ok(actual) => {
+                self.trace.push((t, actual));
                 let _ = writeln!(
                     self.csv,
                     "{t:.1},{},{actual}",
@@ -622,7 +625,10 @@ fn execute(
     }
     problems.extend(balloon.errors);
     let results = match decoder.finish() {
-        Ok(r) => Some(r),
+        Ok(mut r) => {
+            r.balloon = balloon.trace;
+            Some(r)
+        }
         Err(p) => {
             problems.extend(p);
             None

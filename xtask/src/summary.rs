@@ -2,7 +2,11 @@
 //! is from the weighted water-fill of that same total (`memweight_policy::water_fill`, the
 //! daemon's own arithmetic).
 //!
-//! For each phase the window is its second half (the first half is the settle time); the
+//! For each phase the window is its second half (the first half is the settle time), and
+//! where the phase began with a balloon step, no earlier than [`ARRIVAL_SETTLE_S`] after the
+//! balloon reached its size (leaving at least [`MIN_WINDOW_S`]): under pressure the guest's
+//! balloon driver took 3–21 s to take its pages (host guest, 320 of 1024 MiB, 2026-11-27),
+//! and a window opened before that judges the split of a shortage that has not arrived. The
 //! settle time actually taken (every cgroup within ±5 % of its target from then on; and of the
 //! split of each sample's own total, seed 002's EA = TU×W/TW at that instant) and the mean
 //! MemAvailable over the window are reported beside the errors. The
@@ -81,7 +85,11 @@ pub struct PhaseSummary {
     /// differ: seed 002's Table-2 yardstick (1.0 when the working sets are in the weights'
     /// ratio and each keeps the same fraction of its own).
     pub ops_ratio: Option<f64>,
-    /// Window start (second half of the phase).
+    /// Seconds into the phase when the balloon reached its size (`None`: no balloon step
+    /// began it, or it had not arrived by its end).
+    pub balloon_arrived_s: Option<f64>,
+    /// Window start: the phase's second half, or [`ARRIVAL_SETTLE_S`] after the balloon
+    /// arrived if later (leaving at least [`MIN_WINDOW_S`]).
     pub window_start: u64,
     /// Samples in the window.
     pub samples: usize,
@@ -136,6 +144,43 @@ fn ops_ratio(cgroups: &[PhaseCgroup]) -> Option<f64> {
 
 /// The band around the targets a phase must stay in to count as settled (issue 11: ±5 %).
 pub const SETTLE_TOLERANCE_PCT: f64 = 5.0;
+
+/// Seconds after the balloon reached its size before a phase's window may open: issue 19's
+/// "split within ±5 % ≤ 10 s after each step", the step being the shortage's arrival.
+pub const ARRIVAL_SETTLE_S: u64 = 10;
+
+/// The shortest window a late balloon leaves a phase (seconds, samples at 1 Hz).
+pub const MIN_WINDOW_S: u64 = 5;
+
+/// The balloon counts as arrived within this much of its goal (bytes; or 1 % of the guest's
+/// RAM if more): the guest's driver takes its pages in batches.
+const ARRIVED_WITHIN: u64 = 4 << 20;
+
+/// Seconds after `start` when the guest's memory (`trace`, QMP's `actual`) first came within
+/// [`ARRIVED_WITHIN`] of `goal`; `None` if not before `end` or nothing was recorded.
+fn arrival(trace: &[(f64, u64)], goal: u64, ram: u64, start: u64, end: u64) -> Option<f64> {
+    let within = ARRIVED_WITHIN.max(ram / 100);
+    #[allow(clippy::cast_precision_loss)] // Seconds.
+    let (start, end) = (start as f64, end as f64);
+    trace
+        .iter()
+        .find(|&&(t, actual)| t >= start && t < end && actual.abs_diff(goal) <= within)
+        .map(|&(t, _)| t - start)
+}
+
+/// The window of the phase `[start, end)`: its second half, opened no earlier than
+/// [`ARRIVAL_SETTLE_S`] after a balloon that arrived `arrived` seconds into it (or not at all:
+/// `late`), leaving at least [`MIN_WINDOW_S`] (never before the second half).
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // Seconds, ≥ 0.
+fn window_start(start: u64, end: u64, balloon_step: bool, arrived: Option<f64>) -> u64 {
+    let half = start + (end - start) / 2;
+    if !balloon_step {
+        return half;
+    }
+    let latest = end.saturating_sub(MIN_WINDOW_S).max(half);
+    let after = arrived.map_or(latest, |a| start + a.ceil() as u64 + ARRIVAL_SETTLE_S);
+    after.clamp(half, latest)
+}
 
 /// One cgroup in one phase.
 #[derive(Debug, Serialize)]
@@ -247,7 +292,17 @@ pub fn summarize(
     let mut phases = Vec::new();
     let mut max_error: Option<f64> = None;
     for (index, (start, end)) in scenario.phases().into_iter().enumerate() {
-        let window_start = start + (end - start) / 2;
+        // A balloon step begins the phase and the host recorded where the balloon went.
+        let balloon_step = !results.balloon.is_empty()
+            && start > 0
+            && scenario.balloon.iter().any(|b| b.at == start);
+        let balloon_arrived_s = balloon_step
+            .then(|| {
+                let goal = scenario.ram.0.saturating_sub(scenario.balloon_at(start));
+                arrival(&results.balloon, goal, scenario.ram.0, start, end)
+            })
+            .flatten();
+        let window_start = window_start(start, end, balloon_step, balloon_arrived_s);
         let window: Vec<&Sample> = results
             .samples
             .iter()
@@ -350,6 +405,7 @@ pub fn summarize(
             pressure: scenario.pressure_at(start),
             balloon: scenario.balloon_at(start),
             ops_ratio,
+            balloon_arrived_s,
             window_start,
             samples: window.len(),
             capacity,
@@ -406,7 +462,10 @@ pub fn summarize(
         mode: mode.to_owned(),
         wall_time_s,
         duration_s: scenario.duration,
-        settle: "each phase's first half is settle time; means over its second half".to_owned(),
+        settle: format!(
+            "each phase's first half is settle time, and {ARRIVAL_SETTLE_S} s after a balloon \
+             step's arrival if later (at least {MIN_WINDOW_S} s left); means over the rest"
+        ),
         max_error_pct: max_error,
         oom_kills: cgroups.iter().map(|c| c.oom_kills).sum(),
         cgroups,
@@ -693,5 +752,102 @@ size = "100M"
         let s = summarize("x", "6.1", &scenario, &results, 1.0);
         assert_eq!(s.phases[1].cgroups.len(), 1);
         assert_eq!(s.phases[1].cgroups[0].name, "c1");
+    }
+
+    /// Regression (host-podman on 6.12, 2026-11-27): the balloon took 21 s of a 30 s phase to
+    /// reach 320 MiB, and the window (the phase's second half) judged the split of the first
+    /// seconds of the shortage (+21.6 %). The window opens 10 s after the balloon arrives.
+    #[test]
+    fn regression_a_late_balloon_was_judged_before_its_shortage_arrived() {
+        const BALLOONED: &str = r#"
+guest = "host"
+ram = "1G"
+duration = 90
+[[cgroup]]
+name = "c1"
+weight = 1
+workload = ["random-touch", "--size", "1000"]
+[[cgroup]]
+name = "c2"
+weight = 3
+workload = ["random-touch", "--size", "1000"]
+[[balloon]]
+at = 30
+size = "300M"
+[[balloon]]
+at = 60
+size = "400M"
+"#;
+        let scenario = Scenario::parse(BALLOONED).expect("parses");
+        let ram = scenario.ram.0;
+        let mut results = Results::default();
+        for t in 0..=90u32 {
+            // The first step arrives 4 s in, the second 21 s in.
+            let balloon = match t {
+                0..34 => 0,
+                34..81 => 300 << 20,
+                _ => 400 << 20,
+            };
+            // The split is off (1:1) until the shortage arrives, then exact (1:3).
+            let usage: &[u64] = match t {
+                0..30 => &[1000, 1000],
+                30..34 | 60..81 => &[500, 500],
+                _ => &[250, 750],
+            };
+            results.samples.push(sample(f64::from(t), usage));
+            results
+                .balloon
+                .push((f64::from(t) + 0.2, ram - balloon - 1024));
+        }
+        let s = summarize("x", "6.1", &scenario, &results, 1.0);
+        let p = &s.phases;
+        assert_eq!(p.len(), 3);
+        assert_eq!(p[0].balloon_arrived_s, None, "no balloon step");
+        assert_eq!(p[0].window_start, 15);
+        let arrived = |i: usize| p[i].balloon_arrived_s.map(f64::round);
+        assert_eq!(arrived(1), Some(4.0));
+        assert_eq!(p[1].window_start, 45, "the half is later than arrival + 10");
+        assert_eq!(arrived(2), Some(21.0));
+        assert_eq!(p[2].window_start, 85, "arrival + 10 s, capped to leave 5 s");
+        for ph in &p[1..] {
+            assert!(
+                ph.cgroups.iter().all(|c| c.error_pct == Some(0.0)),
+                "judged after the shortage arrived: {:?}",
+                ph.cgroups
+            );
+        }
+        // Without the host's record of the balloon: the halves.
+        results.balloon.clear();
+        let s = summarize("x", "6.1", &scenario, &results, 1.0);
+        assert_eq!(s.phases[2].window_start, 75);
+        assert!(
+            s.phases[2].cgroups[0].error_pct.is_some_and(|e| e > 30.0),
+            "the shortage's first seconds judged: {:?}",
+            s.phases[2].cgroups
+        );
+    }
+
+    #[test]
+    fn a_balloon_that_never_arrives_leaves_the_last_seconds() {
+        assert_eq!(window_start(30, 60, true, None), 55);
+        assert_eq!(window_start(30, 60, true, Some(2.0)), 45);
+        assert_eq!(window_start(30, 60, false, None), 45);
+        assert_eq!(
+            window_start(30, 34, true, None),
+            32,
+            "never before the half"
+        );
+        let trace = [(30.5, 900 << 20), (31.5, 600 << 20), (32.5, 100 << 20)];
+        assert_eq!(arrival(&trace, 600 << 20, 1 << 30, 30, 60), Some(1.5));
+        assert_eq!(
+            arrival(&trace, 605 << 20, 1 << 30, 30, 60),
+            Some(1.5),
+            "within 1 %"
+        );
+        assert_eq!(
+            arrival(&trace, 100 << 20, 1 << 30, 30, 32),
+            None,
+            "not before its end"
+        );
     }
 }

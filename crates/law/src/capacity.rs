@@ -137,6 +137,15 @@ pub const STALL_DEMAND_PCT: f64 = 1.0;
 /// while a third of its dataset sat in swap) but refaults steadily.
 pub const REFAULT_DEMAND: u64 = 1 << 20;
 
+/// `kernel`: a cgroup reaching for memory below its share starts the enforcement of the split
+/// only if the kernel has really taken from it: it has at least this part of what it holds
+/// (1/16, and at least [`REFAULT_DEMAND`]) in swap or faulted back since its last sample — or
+/// it is held at its memory.high. As a balloon step began on the host guest (6.12,
+/// 2026-11-26/27, three batches) the kernel swapped 1–5 MiB of one 200 MiB container (alone,
+/// 0.2–1.5 MiB) and it faulted them back: that made it reaching, below its share, and the
+/// weight-1 container was held for 3–10 s where the kernel alone kept all three resident.
+pub const DENIED_PART: u64 = 16;
+
 /// `kernel`: while the host is short and some cgroup beside the managed set stalls on memory
 /// for at least this share of a tick (%), the law yields ([`Capacity::yielding`]). Protection
 /// at what they hold for every managed cgroup turned the kernel's whole reclaim onto the

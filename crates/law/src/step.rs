@@ -202,7 +202,8 @@ pub fn step(
     }
     // `kernel`: memory.low carries the split, and the daemon goes beyond it only while the host
     // is short by the kernel's own measure and a cgroup that reaches for memory (faulting it
-    // back, stalling, held at its memory.high) is below its share: the multi-gen LRU (6.12's
+    // back, stalling, held at its memory.high) is below its share and was really denied some
+    // ([`denied`], or held at its memory.high): the multi-gen LRU (6.12's
     // default) only moves a cgroup under its memory.low to the tail of its memcg LRU and
     // reclaims it all the same once every cgroup is there, so there memory.low alone left
     // Table-2's split where the kernel puts it (lab, 2026-11-25: 151 / 124 MiB for shares of
@@ -220,6 +221,12 @@ pub fn step(
                 .zip(&inputs)
                 .any(|((r, d), i)| {
                     i.demand.is_some()
+                        && (denied(r)
+                            || held(
+                                r.sample.current,
+                                r.sample.high,
+                                guard_of(law, r.reclaim_supported),
+                            ))
                         && r.sample
                             .current
                             .saturating_add(decide::reclaim_slack(d.entitlement))
@@ -402,6 +409,17 @@ fn reaching(r: &Row<'_>) -> bool {
                 .pressure
                 .as_ref()
                 .is_some_and(|p| p.some.avg10 >= capacity::STALL_DEMAND_PCT))
+}
+
+/// Whether the kernel has really taken memory from a cgroup (`kernel` mode): at least
+/// 1/[`capacity::DENIED_PART`] of what it holds (and at least [`capacity::REFAULT_DEMAND`])
+/// is in swap or was faulted back since its last sample. A cgroup reaching for memory starts
+/// the enforcement of the split only so (or held at its memory.high): the few MiB the kernel
+/// swaps as a shortage begins, and faults back at once, are not a denial worth holding a
+/// neighbour for.
+fn denied(r: &Row<'_>) -> bool {
+    let taken = r.sample.swap_current.unwrap_or(0).max(r.refaulted);
+    taken >= (r.sample.current / capacity::DENIED_PART).max(capacity::REFAULT_DEMAND)
 }
 
 /// A cgroup held at its `memory.high` uses no more than the limit, so its usage hides what it

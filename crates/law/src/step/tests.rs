@@ -176,6 +176,13 @@ fn plain(current: u64, weight: u32, some: f64, refaulted: u64) -> Cg {
     }
 }
 
+/// [`plain`] with `swap` bytes of it in swap.
+fn swapped(current: u64, weight: u32, some: f64, refaulted: u64, swap: u64) -> Cg {
+    let mut c = plain(current, weight, some, refaulted);
+    c.sample.swap_current = Some(swap);
+    c
+}
+
 /// The law with the shipped config's settings (16M floor, 10 % steps, reclaim with an 8 %
 /// guard, no idle tax) over `capacity`.
 fn shipped_law(capacity: &CapacityConfig) -> Law<'_> {
@@ -294,11 +301,11 @@ fn auto_splits_by_memory_low_and_enforces_only_when_short() {
     // time) refaulting.
     let stalled = [
         plain(150 * MIB, 1, 0.5, 0),
-        plain(211 * MIB, 2, 14.0, MIB / 4),
+        swapped(211 * MIB, 2, 14.0, MIB / 4, 40 * MIB),
     ];
     let refaulting = [
         plain(150 * MIB, 1, 0.5, 0),
-        plain(211 * MIB, 2, 0.3, 2 * MIB),
+        swapped(211 * MIB, 2, 0.3, 2 * MIB, 40 * MIB),
     ];
     let names = names(&stalled);
     for cgs in [&stalled, &refaulting] {
@@ -389,7 +396,7 @@ fn regression_protection_of_everything_they_held_starved_the_services_beside() {
     let at = |scanned: u64| scanning(scanned, None);
     let cgs = [
         plain(160 * MIB, 1, 0.0, 0),
-        plain(160 * MIB, 2, 14.0, MIB / 4),
+        swapped(160 * MIB, 2, 14.0, MIB / 4, 40 * MIB),
     ];
     let names = names(&cgs);
     let rows = rows(&cgs, &names);
@@ -454,7 +461,7 @@ fn regression_a_stall_without_refaults_held_down_the_neighbour() {
     }
     let refaulting = [
         plain(200 * MIB, 1, 2.0, 0),
-        plain(180 * MIB, 2, 6.0, MIB / 4),
+        swapped(180 * MIB, 2, 6.0, MIB / 4, 20 * MIB),
     ];
     let out = step(&law, &rows(&refaulting, &names), &short, None, None, carry);
     assert!(out.enforcing, "a stall with refaults reaches");
@@ -504,6 +511,59 @@ fn regression_a_held_cgroup_just_under_its_share_was_let_go_and_they_took_turns(
     let out = step(&law, &rows(&cgs, &names), &short, None, None, carry);
     assert_eq!(out.cgroups[0].ceiling, None);
     assert_eq!(out.cgroups[0].writes.high, Some(Limit::Max), "let go");
+}
+
+/// Regression (host guest, 6.12, balloon 200 of 1024 MiB, three batches, 2026-11-26/27): as
+/// the step began the kernel swapped a few MiB of one container (the kernel alone: 0.2–1.5
+/// MiB) and it faulted them back at once; reaching, below its share, while the host was
+/// short, it started the enforcement, and the weight-1 container was held for 3–10 s where
+/// the kernel alone kept all three resident. Reaching starts the enforcement only once the
+/// kernel has taken a sixteenth of what it holds, or it is held at its memory.high.
+#[test]
+fn regression_the_few_mib_swapped_as_a_step_began_held_the_lightest_container() {
+    let capacity = kernel_capacity();
+    let law = shipped_law(&capacity);
+    let short = scanning(150, Some(psi(10.0)));
+    let carry = Carry {
+        scanned: Some(100),
+        ..Carry::default()
+    };
+    let at_step = |swap: u64| {
+        [
+            plain(200 * MIB, 1, 0.5, 0),
+            swapped(196 * MIB, 2, 2.0, 2 * MIB, swap),
+            plain(200 * MIB, 3, 0.5, 0),
+        ]
+    };
+    let few = at_step(4 * MIB);
+    let names = names(&few);
+    let out = step(&law, &rows(&few, &names), &short, None, None, carry);
+    assert!(out.capacity.short);
+    assert!(!out.enforcing, "4 MiB of 196 swapped: not denied");
+    for c in &out.cgroups {
+        assert_eq!(c.ceiling, None, "{c:?}");
+        assert!(
+            c.writes.high.is_none() && c.writes.reclaim.is_none(),
+            "{c:?}"
+        );
+    }
+    assert_eq!(
+        out.cgroups[1].protect,
+        196 * MIB,
+        "still protected: it reaches"
+    );
+
+    // A sixteenth of it in swap: denied, the split is enforced.
+    let many = at_step(196 * MIB / 16);
+    let out = step(&law, &rows(&many, &names), &short, None, None, carry);
+    assert!(out.enforcing);
+    assert!(out.cgroups[0].ceiling.is_some_and(|c| c < 200 * MIB));
+
+    // Held at its memory.high, with nothing swapped: enforced too.
+    let mut held = at_step(0);
+    held[1].sample.high = Limit::Bytes(198 * MIB);
+    let out = step(&law, &rows(&held, &names), &short, None, None, carry);
+    assert!(out.enforcing);
 }
 
 /// Work-conserving: a configured `max` is still enforced with memory.high (and reclaim),
