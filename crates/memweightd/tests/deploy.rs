@@ -281,6 +281,64 @@ fn the_configmap_is_the_shipped_config_on_the_pods_volumes() {
     assert!(spec["terminationGracePeriodSeconds"].as_u64() > Some(20));
 }
 
+/// Issue 22: the restore pod (after a SIGKILL of the daemon's pod, podman 4.3's `kube down`
+/// among them) runs the daemon's image once with `--restore`, sees the config, the cgroup tree
+/// and the state where the daemon's pod does, and has less than it: no capability, no other
+/// volume, no restart.
+#[test]
+fn the_restore_pod_sees_what_the_daemons_pod_sees_and_no_more() {
+    let pod = yaml("deploy/kubernetes/pod.yaml");
+    let restore = yaml("deploy/kubernetes/restore-pod.yaml");
+    let (d, r) = (
+        &pod["spec"]["containers"][0],
+        &restore["spec"]["containers"][0],
+    );
+    assert_eq!(text(&restore, &["kind"]), "Pod");
+    assert_eq!(text(&restore, &["spec", "restartPolicy"]), "Never");
+    assert_eq!(text(r, &["image"]), text(d, &["image"]));
+    let strings = |v: &serde_yaml::Value| -> Vec<String> {
+        v.as_sequence()
+            .expect("a list")
+            .iter()
+            .filter_map(|s| s.as_str().map(str::to_owned))
+            .collect()
+    };
+    let mut args = strings(&d["args"]);
+    args.push("--restore".to_owned());
+    assert_eq!(strings(&r["args"]), args, "the daemon's args and --restore");
+    let mounts = restore["spec"]["containers"][0]["volumeMounts"]
+        .as_sequence()
+        .expect("volumeMounts");
+    assert_eq!(mounts.len(), 3, "config, cgroup tree, state: {mounts:?}");
+    for m in mounts {
+        let name = text(m, &["name"]);
+        let same = d["volumeMounts"]
+            .as_sequence()
+            .expect("volumeMounts")
+            .iter()
+            .find(|dm| dm["name"] == m["name"])
+            .unwrap_or_else(|| panic!("the daemon's pod mounts no {name}"));
+        assert_eq!(same["mountPath"], m["mountPath"], "{name}");
+        let volume = |spec: &serde_yaml::Value| {
+            spec["volumes"]
+                .as_sequence()
+                .expect("volumes")
+                .iter()
+                .find(|v| v["name"].as_str() == Some(name))
+                .unwrap_or_else(|| panic!("no volume {name}"))
+                .clone()
+        };
+        let (dv, rv) = (volume(&pod["spec"]), volume(&restore["spec"]));
+        assert_eq!(dv["configMap"], rv["configMap"], "{name}");
+        assert_eq!(dv["hostPath"]["path"], rv["hostPath"]["path"], "{name}");
+    }
+    let sc = &r["securityContext"];
+    assert_eq!(sc["privileged"].as_bool(), Some(false));
+    assert_eq!(sc["capabilities"]["drop"][0].as_str(), Some("ALL"));
+    assert!(sc["capabilities"]["add"].is_null(), "no capability added");
+    assert!(restore["spec"]["hostNetwork"].is_null(), "no host network");
+}
+
 /// The shipped globs cover containers as podman (alone and in `kube play` pods) and Kubernetes
 /// with the systemd cgroup driver (containerd, CRI-O; each QoS class) lay them out, and not
 /// their conmon scopes' pods' slices.
