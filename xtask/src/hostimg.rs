@@ -556,6 +556,7 @@ pub fn stage_payload(dir: &Path, p: &Payload<'_>) -> Result<()> {
         "deploy/kubernetes/pod.yaml",
         "deploy/kubernetes/configmap.yaml",
         "deploy/kubernetes/daemonset.yaml",
+        "deploy/kubernetes/restore-pod.yaml",
     ] {
         fs::copy(p.workspace.join(f), repo.join(f)).with_context(|| format!("cannot copy {f}"))?;
     }

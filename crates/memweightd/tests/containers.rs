@@ -699,6 +699,41 @@ async fn hanging_or_garbled_engine_never_stalls_ticks_and_garbage_expires_labels
     assert_eq!(log.count(" ERROR ", ""), 0, "{}", log.text());
 }
 
+/// Regression (host-kube on 6.12, 2026-11-27): started again under pressure, the daemon split
+/// the pool by the rules' weight while podman's API service took 23 s to answer, and held the
+/// weight-3 pod at a third of what it held. Until the engine first answers it holds nothing;
+/// once it has, the labels' weights are held.
+#[tokio::test]
+async fn regression_before_the_engine_answered_the_rules_weights_held_the_pods() {
+    let (log, _guard) = Log::capture();
+    let host = Host::new();
+    let engine = FakeEngine::start(&host.engine_socket(), Answer::Hang);
+    let mut ctl = host.controller();
+    let highs = || -> Vec<String> { host._cgroups.iter().map(FakeCgroup::read_high).collect() };
+    for _ in 0..8 {
+        let report = ctl.tick().await.expect("tick");
+        assert_eq!(row(&report, &scope(WEB)).weight, 100, "the rule's weight");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        highs().iter().all(|h| h == "max"),
+        "8000 MiB in a 6000 MiB pool, but nothing held before the engine answered: {:?}",
+        highs()
+    );
+    assert_eq!(log.count(" INFO ", "waiting for the container engine"), 1);
+
+    engine.answer(list(&[container(
+        WEB,
+        "/web",
+        &[("memweight.weight", "4")],
+    )]));
+    tick_until(&mut ctl, "the label's weight, held", |r| {
+        row(r, &scope(WEB)).weight == 4 && host._cgroups.iter().any(|c| c.read_high() != "max")
+    })
+    .await;
+    assert_eq!(log.count(" INFO ", "the container engine answered"), 1);
+}
+
 /// The daemon's loop in miniature, as `main` runs it: ticks and control calls.
 fn spawn_loop(
     mut ctl: Controller,

@@ -118,6 +118,11 @@ pub struct Counters {
     pub released: u64,
 }
 
+/// How long the daemon holds nothing while the container engine has not answered once
+/// ([`Controller::start_containers`]): podman's socket-activated API service took 23 s to
+/// start on the host guest under a balloon (6.12, 2026-11-27).
+pub const ENGINE_FIRST_ANSWER: Duration = Duration::from_secs(60);
+
 /// The daemon's state and its control loop.
 pub struct Controller {
     cfg: Config,
@@ -144,6 +149,11 @@ pub struct Controller {
     last: Option<Arc<TickReport>>,
     containers: Option<Containers>,
     snap: Arc<Snapshot>,
+    /// Until the container engine first answers (or this deadline passes), nothing is held:
+    /// the weights in the containers' labels and annotations are not known yet.
+    engine_wait: Option<Instant>,
+    /// Whether this tick writes: `enforce`, and not waiting for the engine's first answer.
+    enforcing: bool,
     /// A digest of the container ids among the cgroups the last tick wanted: when it changes,
     /// the container engine is asked for a fresh list ([`Containers::ask`]).
     container_ids: u64,
@@ -204,6 +214,8 @@ impl Controller {
             last: None,
             containers: None,
             snap: Arc::new(Snapshot::default()),
+            engine_wait: None,
+            enforcing: false,
             container_ids: 0,
             orphans: Orphans::default(),
             forbidden: BTreeSet::new(),
@@ -254,8 +266,47 @@ impl Controller {
 
     /// Starts reading container names and labels (`[containers]`); without it, or with
     /// `enabled = false`, the rules and overrides alone apply. Needs a tokio runtime.
+    ///
+    /// Until the engine first answers, at most [`ENGINE_FIRST_ANSWER`], the daemon holds
+    /// nothing (as in a dry run): started again under pressure (host-kube, 6.12, 2026-11-27)
+    /// it split the pool equally by the rules' weight while podman's API service took 23 s to
+    /// start, and the weight-3 pod was held at a third of what it held.
     pub fn start_containers(&mut self) {
-        self.containers = Some(containers::spawn(self.cfg.containers.clone()));
+        let cfg = &self.cfg.containers;
+        if cfg.enabled && !containers::engine_sockets(cfg).is_empty() {
+            self.engine_wait = Some(Instant::now() + ENGINE_FIRST_ANSWER);
+        }
+        self.containers = Some(containers::spawn(cfg.clone()));
+    }
+
+    /// Whether the daemon still waits for the container engine's first answer; says once
+    /// when the wait begins and when it ends.
+    fn waiting_for_engine(&mut self) -> bool {
+        let Some(until) = self.engine_wait else {
+            return false;
+        };
+        if self.snap.socket.is_some() {
+            info!("the container engine answered: holding by the weights of labels and rules");
+            self.engine_wait = None;
+            return false;
+        }
+        if Instant::now() >= until {
+            warn!(
+                waited_s = ENGINE_FIRST_ANSWER.as_secs(),
+                "the container engine has not answered: holding by the rules' weights until it \
+                 does (is its API socket up? `systemctl status podman.socket`)"
+            );
+            self.engine_wait = None;
+            return false;
+        }
+        self.warn_once("engine-wait", || {
+            info!(
+                at_most_s = ENGINE_FIRST_ANSWER.as_secs(),
+                "waiting for the container engine's first answer before holding anything: \
+                 the weights in containers' labels and annotations are not known yet"
+            );
+        });
+        true
     }
 
     /// The container snapshot the last tick used.
@@ -408,12 +459,13 @@ impl Controller {
         if let Some(c) = &self.containers {
             self.snap = c.snapshot();
         }
+        self.enforcing = self.cfg.enforce && !self.waiting_for_engine();
 
         // Discover: release cgroups no longer named.
         let wanted = self.discover();
         self.ask_engine_on_change(&wanted);
         self.release_unwanted(&wanted);
-        if !self.cfg.enforce {
+        if !self.enforcing {
             // A dry run holds nothing: what an enforcing run wrote is put back below.
             self.ledger.hold_nothing();
         }
@@ -425,7 +477,7 @@ impl Controller {
         let wanted_set: BTreeSet<&str> = wanted.iter().map(|w| w.path.as_str()).collect();
         self.restore_recorded(&wanted_set, None);
         self.drop_orphan_overrides();
-        self.ledger.record(self.cfg.enforce);
+        self.ledger.record(self.enforcing);
 
         let host = match self.proc.host() {
             Ok(h) => h,
@@ -506,7 +558,7 @@ impl Controller {
                 let m = self.managed.get(p)?;
                 let h = self.ledger.holding(p)?;
                 Some(report::cgroup_state(
-                    self.cfg.enforce,
+                    self.enforcing,
                     h.recorded(),
                     self.jobs.contains_key(p),
                     m.last.is_none(),
@@ -532,7 +584,7 @@ impl Controller {
             .collect();
         let report = report::build(
             self.ticks,
-            self.cfg.enforce,
+            self.enforcing,
             &step,
             host,
             outside_stall,
@@ -543,7 +595,7 @@ impl Controller {
         self.spawn_jobs(&rows, &step, &states);
         // Give quick writes a chance to land within this tick; slow ones are picked up later.
         self.collect_jobs(self.cfg.tick.0 / 2).await;
-        if self.cfg.enforce && self.cfg.protect_ancestors {
+        if self.enforcing && self.cfg.protect_ancestors {
             self.protect_ancestors(&step.ancestors);
         } else if self.ledger.has_ancestors() {
             // Dry run, or protect_ancestors turned off by a reload: put the ancestors back.
