@@ -163,6 +163,17 @@ fn text<'a>(v: &'a serde_yaml::Value, path: &[&str]) -> &'a str {
         .unwrap_or_else(|| panic!("no string at {path:?}"))
 }
 
+/// The volume `name` of the pod spec `spec`.
+fn volume(spec: &serde_yaml::Value, name: &str) -> serde_yaml::Value {
+    spec["volumes"]
+        .as_sequence()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["name"].as_str() == Some(name))
+        .unwrap_or_else(|| panic!("no volume {name}"))
+        .clone()
+}
+
 /// Issue 22: the lab proves the DaemonSet's pod with `podman kube play` of pod.yaml (podman 4.3
 /// plays no DaemonSet), so the two must be the same pod.
 #[test]
@@ -214,15 +225,7 @@ fn the_configmap_is_the_shipped_config_on_the_pods_volumes() {
         .iter()
         .map(|m| (text(m, &["name"]), text(m, &["mountPath"])))
         .collect();
-    let volume = |name: &str| {
-        spec["volumes"]
-            .as_sequence()
-            .expect("volumes")
-            .iter()
-            .find(|v| v["name"].as_str() == Some(name))
-            .unwrap_or_else(|| panic!("no volume {name}"))
-            .clone()
-    };
+    let volume = |name: &str| volume(spec, name);
     let mounted_at = |path: &Path| {
         mounts
             .iter()
@@ -319,16 +322,7 @@ fn the_restore_pod_sees_what_the_daemons_pod_sees_and_no_more() {
             .find(|dm| dm["name"] == m["name"])
             .unwrap_or_else(|| panic!("the daemon's pod mounts no {name}"));
         assert_eq!(same["mountPath"], m["mountPath"], "{name}");
-        let volume = |spec: &serde_yaml::Value| {
-            spec["volumes"]
-                .as_sequence()
-                .expect("volumes")
-                .iter()
-                .find(|v| v["name"].as_str() == Some(name))
-                .unwrap_or_else(|| panic!("no volume {name}"))
-                .clone()
-        };
-        let (dv, rv) = (volume(&pod["spec"]), volume(&restore["spec"]));
+        let (dv, rv) = (volume(&pod["spec"], name), volume(&restore["spec"], name));
         assert_eq!(dv["configMap"], rv["configMap"], "{name}");
         assert_eq!(dv["hostPath"]["path"], rv["hostPath"]["path"], "{name}");
     }
