@@ -169,8 +169,9 @@ fn arrival(trace: &[(f64, u64)], goal: u64, ram: u64, start: u64, end: u64) -> O
 }
 
 /// The window of the phase `[start, end)`: its second half, opened no earlier than
-/// [`ARRIVAL_SETTLE_S`] after a balloon that arrived `arrived` seconds into it (or not at all:
-/// `late`), leaving at least [`MIN_WINDOW_S`] (never before the second half).
+/// [`ARRIVAL_SETTLE_S`] after a balloon step's balloon arrived `arrived` seconds into it
+/// (`None`: not at all, so the last [`MIN_WINDOW_S`]), leaving at least [`MIN_WINDOW_S`]
+/// (never before the second half).
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // Seconds, ≥ 0.
 fn window_start(start: u64, end: u64, balloon_step: bool, arrived: Option<f64>) -> u64 {
     let half = start + (end - start) / 2;
