@@ -103,6 +103,12 @@ pub fn narrative(e: &Explanation) -> Vec<String> {
             "no writes this tick: the kernel already holds the decided values (state {})",
             s.state
         )
+    } else if p.engine_wait {
+        format!(
+            "waiting for the container engine's first answer (labels' weights not known \
+             yet), would write: {}",
+            writes.join(", ")
+        )
     } else if !p.enforce {
         format!("dry run, would write: {}", writes.join(", "))
     } else {

@@ -568,6 +568,17 @@ fn setting_table(s: &Setting) -> String {
     out
 }
 
+/// Why the daemon writes nothing this tick, for the pool line ("" while it writes).
+fn idle_note(p: &Pool) -> &'static str {
+    if p.enforce {
+        ""
+    } else if p.engine_wait {
+        " (nothing held yet: waiting for the container engine's first answer)"
+    } else {
+        " (dry run)"
+    }
+}
+
 fn pool_line(p: &Pool) -> String {
     let state = match (p.pressure, p.overcommitted) {
         (false, _) => "no pressure",
@@ -580,7 +591,7 @@ fn pool_line(p: &Pool) -> String {
         human::bytes(p.capacity),
         human::bytes(p.total_usage),
         p.total_weight,
-        if p.enforce { "" } else { " (dry run)" },
+        idle_note(p),
         human::bytes(p.mem_available),
         human::bytes(p.mem_total),
         human::bytes(p.swap_free),

@@ -76,7 +76,8 @@ pub fn parse_inspect(body: &[u8], prefix: &str) -> Result<BTreeMap<String, Strin
         .map_err(|e| format!("expected a JSON object (a container's inspect): {e}"))
 }
 
-/// The JSON of the inspect answer, read with visitors that keep only what is needed.
+/// The JSON of the inspect answer, read with visitors that keep only what is needed (the
+/// pieces of the engine list's reader, [`crate::containers::wire`]).
 mod wire {
     use std::collections::BTreeMap;
     use std::fmt;
@@ -84,113 +85,9 @@ mod wire {
     use serde::Deserializer;
     use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+    use crate::containers::wire::{Prefixed, skip_non_maps};
+
     type Map = BTreeMap<String, String>;
-
-    /// Any value but a map: skipped, read as no annotations.
-    macro_rules! skip_non_maps {
-        () => {
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Map, E> {
-                Ok(Map::new())
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Map, E> {
-                Ok(Map::new())
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Map, E> {
-                Ok(Map::new())
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Map, E> {
-                Ok(Map::new())
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<Map, E> {
-                Ok(Map::new())
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Map, E> {
-                Ok(Map::new())
-            }
-            fn visit_none<E: de::Error>(self) -> Result<Map, E> {
-                Ok(Map::new())
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Map, A::Error> {
-                IgnoredAny.visit_seq(seq).map(|_| Map::new())
-            }
-        };
-    }
-
-    /// A string value, or `None` for anything else (skipped).
-    struct Text;
-
-    impl<'de> Visitor<'de> for Text {
-        type Value = Option<String>;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a string")
-        }
-        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-            Ok(Some(v.to_owned()))
-        }
-        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-            IgnoredAny.visit_seq(seq).map(|_| None)
-        }
-        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-            IgnoredAny.visit_map(map).map(|_| None)
-        }
-    }
-
-    impl<'de> DeserializeSeed<'de> for Text {
-        type Value = Option<String>;
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_any(self)
-        }
-    }
-
-    /// `Annotations`: the string values of the keys with the prefix (the last one of a key
-    /// given twice, as a JSON object reader would keep).
-    struct Annotations<'p> {
-        prefix: &'p str,
-    }
-
-    impl<'de> Visitor<'de> for Annotations<'_> {
-        type Value = Map;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a map of annotations")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Map, A::Error> {
-            let mut out = Map::new();
-            while let Some(key) = map.next_key::<String>()? {
-                if key.starts_with(self.prefix) {
-                    match map.next_value_seed(Text)? {
-                        Some(v) => out.insert(key, v),
-                        None => out.remove(&key),
-                    };
-                } else {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-            Ok(out)
-        }
-        skip_non_maps!();
-    }
-
-    impl<'de> DeserializeSeed<'de> for Annotations<'_> {
-        type Value = Map;
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Map, D::Error> {
-            d.deserialize_any(self)
-        }
-    }
 
     /// `Config`: its `Annotations` (the last `Annotations` key wins).
     struct Config<'p> {
@@ -206,8 +103,9 @@ mod wire {
             let mut out = Map::new();
             while let Some(key) = map.next_key::<String>()? {
                 if key == "Annotations" {
-                    out = map.next_value_seed(Annotations {
+                    out = map.next_value_seed(Prefixed {
                         prefix: self.prefix,
+                        what: "a map of annotations",
                     })?;
                 } else {
                     map.next_value::<IgnoredAny>()?;
@@ -439,6 +337,9 @@ mod tests {
             r#"{"Config":{"Annotations":["memweight.io/weight"]}}"#,
             r#"{"Config":"x"}"#,
             r#"{"Config":{"Annotations":{"memweight.io/weight":3}}}"#,
+            // A null value was an error that lost the whole answer (its reader's own copy
+            // of the engine list's string visitor lacked `visit_none`).
+            r#"{"Config":{"Annotations":{"memweight.io/weight":null}}}"#,
             r#"{"Id":"x"}"#,
             "{}",
         ] {

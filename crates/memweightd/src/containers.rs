@@ -58,7 +58,7 @@ use tracing::{debug, info, warn};
 
 use crate::config::{ContainersConfig, DEFAULT_ENGINE_SOCKETS};
 
-mod wire;
+pub(crate) mod wire;
 
 /// Failed refreshes in a row (the engine gone or its answer garbled) after which the last good
 /// list is dropped.

@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use memweight_cgroupfs::testing::{FakeCgroup, FakeProc};
-use memweight_proto::ctl::{self, Command, ErrorKind, ErrorReply, Reply, Request, WeightSource};
+use memweight_proto::ctl::{
+    self, CgroupState, Command, ErrorKind, ErrorReply, Reply, Request, WeightSource,
+};
 use memweightd::commands;
 use memweightd::config::Config;
 use memweightd::controller::{Controller, TickReport};
@@ -713,6 +715,9 @@ async fn regression_before_the_engine_answered_the_rules_weights_held_the_pods()
     for _ in 0..8 {
         let report = ctl.tick().await.expect("tick");
         assert_eq!(row(&report, &scope(WEB)).weight, 100, "the rule's weight");
+        // `status` says why nothing is held (it looked like a dry run).
+        assert!(report.pool.engine_wait && !report.pool.enforce);
+        assert_eq!(row(&report, &scope(WEB)).state, CgroupState::EngineWait);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(
@@ -732,6 +737,8 @@ async fn regression_before_the_engine_answered_the_rules_weights_held_the_pods()
     })
     .await;
     assert_eq!(log.count(" INFO ", "the container engine answered"), 1);
+    let report = ctl.tick().await.expect("tick");
+    assert!(report.pool.enforce && !report.pool.engine_wait);
 }
 
 /// The daemon's loop in miniature, as `main` runs it: ticks and control calls.

@@ -295,6 +295,27 @@ fn an_empty_filtered_status_says_so() {
     assert_eq!(v["cgroups"], serde_json::json!([]));
 }
 
+/// While the daemon waits for the container engine's first answer, `status` said
+/// nothing of it: the pool line looked like a dry run's.
+#[test]
+fn regression_the_engine_wait_looked_like_a_dry_run() {
+    let mut row = status_row("lab/c1", false);
+    row.state = memweight_proto::ctl::CgroupState::EngineWait;
+    let mut s = status_of(vec![row]);
+    s.pool.enforce = false;
+    s.pool.engine_wait = true;
+    let text = status_text(&s, OutputFormat::Table, &[]).expect("renders");
+    assert!(
+        text.contains("(nothing held yet: waiting for the container engine's first answer)"),
+        "{text}"
+    );
+    assert!(!text.contains("dry run"), "{text}");
+    assert!(text.contains("engine-wait"), "{text}");
+    s.pool.engine_wait = false;
+    let text = status_text(&s, OutputFormat::Table, &[]).expect("renders");
+    assert!(text.contains("(dry run)"), "{text}");
+}
+
 #[test]
 fn version_lines_name_both_sides() {
     let client = ctl::Version {

@@ -2,7 +2,9 @@
 //! daemon needs — each container's id, first name and the labels with the configured prefix —
 //! and skip the rest (`IgnoredAny`) without building it, so memory stays bounded by what is
 //! kept, whatever the engine sends ([`super::parse_list`]; fuzzed by
-//! `fuzz/fuzz_targets/engine_list.rs`).
+//! `fuzz/fuzz_targets/engine_list.rs`). The libpod inspect answer's reader
+//! (`crate::annotations`) is built from the same pieces: [`Text`], [`Prefixed`] and
+//! [`skip_non_maps`].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,7 +14,7 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 
 use super::Container;
 
-/// Any value but the one a visitor wants: skipped, and the visitor's default kept.
+/// Any scalar a visitor does not want: skipped, and the visitor's default kept.
 macro_rules! skip_other_values {
     () => {
         fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
@@ -36,8 +38,24 @@ macro_rules! skip_other_values {
     };
 }
 
+/// Any value but a map: skipped (an array without being built), and the visitor's default
+/// kept.
+macro_rules! skip_non_maps {
+    () => {
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(Self::Value::default())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+            IgnoredAny.visit_seq(seq).map(|_| Self::Value::default())
+        }
+        $crate::containers::wire::skip_other_values!();
+    };
+}
+pub(crate) use skip_non_maps;
+pub(crate) use skip_other_values;
+
 /// A string; anything else is skipped (`None`).
-struct Text;
+pub(crate) struct Text;
 
 impl<'de> Visitor<'de> for Text {
     type Value = Option<String>;
@@ -104,15 +122,18 @@ impl<'de> DeserializeSeed<'de> for FirstName {
     }
 }
 
-/// `Labels`: those whose name starts with the prefix and whose value is a string.
-struct Labels<'p> {
-    prefix: &'p str,
+/// A map of strings (`Labels`, `Annotations`): the keys that start with the prefix whose value
+/// is a string (the last one of a key given twice, as a JSON object reader would keep).
+pub(crate) struct Prefixed<'p> {
+    pub(crate) prefix: &'p str,
+    /// What the map is, for the error of a malformed document.
+    pub(crate) what: &'static str,
 }
 
-impl<'de> Visitor<'de> for Labels<'_> {
+impl<'de> Visitor<'de> for Prefixed<'_> {
     type Value = BTreeMap<String, String>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a map of labels")
+        f.write_str(self.what)
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut out = BTreeMap::new();
@@ -128,16 +149,10 @@ impl<'de> Visitor<'de> for Labels<'_> {
         }
         Ok(out)
     }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(BTreeMap::new())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        IgnoredAny.visit_seq(seq).map(|_| BTreeMap::new())
-    }
-    skip_other_values!();
+    skip_non_maps!();
 }
 
-impl<'de> DeserializeSeed<'de> for Labels<'_> {
+impl<'de> DeserializeSeed<'de> for Prefixed<'_> {
     type Value = BTreeMap<String, String>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_any(self)
@@ -161,8 +176,9 @@ impl<'de> Visitor<'de> for Item<'_> {
                 "Id" => id = map.next_value_seed(Text)?,
                 "Names" => name = map.next_value_seed(FirstName)?,
                 "Labels" => {
-                    labels = map.next_value_seed(Labels {
+                    labels = map.next_value_seed(Prefixed {
                         prefix: self.label_prefix,
+                        what: "a map of labels",
                     })?;
                 }
                 "State" => state = map.next_value_seed(Text)?,
@@ -186,13 +202,7 @@ impl<'de> Visitor<'de> for Item<'_> {
             annotations: BTreeMap::new(),
         }))
     }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        IgnoredAny.visit_seq(seq).map(|_| None)
-    }
-    skip_other_values!();
+    skip_non_maps!();
 }
 
 impl<'de> DeserializeSeed<'de> for Item<'_> {

@@ -65,7 +65,7 @@ impl Controller {
                     reclaim = ?writes.reclaim, %state, "decided writes");
             }
             let busy = self.jobs.contains_key(path);
-            if self.enforcing && self.ledger.may_write(path) && !busy && !writes.is_empty() {
+            if self.enforcing() && self.ledger.may_write(path) && !busy && !writes.is_empty() {
                 refresh.push(path.clone());
                 let fs = Arc::clone(&self.fs);
                 let stopping = Arc::clone(&self.stopping);

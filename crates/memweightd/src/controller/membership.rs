@@ -317,7 +317,7 @@ impl Controller {
         };
         let recorded = self
             .ledger
-            .adopt(path, id, sampled, self.enforcing, self.ticks);
+            .adopt(path, id, sampled, self.enforcing(), self.ticks);
         let originals = self
             .ledger
             .holding(path)

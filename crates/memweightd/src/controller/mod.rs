@@ -152,8 +152,9 @@ pub struct Controller {
     /// Until the container engine first answers (or this deadline passes), nothing is held:
     /// the weights in the containers' labels and annotations are not known yet.
     engine_wait: Option<Instant>,
-    /// Whether this tick writes: `enforce`, and not waiting for the engine's first answer.
-    enforcing: bool,
+    /// Why this tick writes nothing (a dry run, the wait for the engine's first answer), or
+    /// `None`: it writes ([`Controller::enforcing`]).
+    idle: Option<CgroupState>,
     /// A digest of the container ids among the cgroups the last tick wanted: when it changes,
     /// the container engine is asked for a fresh list ([`Containers::ask`]).
     container_ids: u64,
@@ -215,7 +216,7 @@ impl Controller {
             containers: None,
             snap: Arc::new(Snapshot::default()),
             engine_wait: None,
-            enforcing: false,
+            idle: Some(CgroupState::DryRun),
             container_ids: 0,
             orphans: Orphans::default(),
             forbidden: BTreeSet::new(),
@@ -307,6 +308,11 @@ impl Controller {
             );
         });
         true
+    }
+
+    /// Whether this tick writes: `enforce`, and not waiting for the engine's first answer.
+    fn enforcing(&self) -> bool {
+        self.idle.is_none()
     }
 
     /// The container snapshot the last tick used.
@@ -459,13 +465,19 @@ impl Controller {
         if let Some(c) = &self.containers {
             self.snap = c.snapshot();
         }
-        self.enforcing = self.cfg.enforce && !self.waiting_for_engine();
+        self.idle = if !self.cfg.enforce {
+            Some(CgroupState::DryRun)
+        } else if self.waiting_for_engine() {
+            Some(CgroupState::EngineWait)
+        } else {
+            None
+        };
 
         // Discover: release cgroups no longer named.
         let wanted = self.discover();
         self.ask_engine_on_change(&wanted);
         self.release_unwanted(&wanted);
-        if !self.enforcing {
+        if !self.enforcing() {
             // A dry run holds nothing: what an enforcing run wrote is put back below.
             self.ledger.hold_nothing();
         }
@@ -477,7 +489,7 @@ impl Controller {
         let wanted_set: BTreeSet<&str> = wanted.iter().map(|w| w.path.as_str()).collect();
         self.restore_recorded(&wanted_set, None);
         self.drop_orphan_overrides();
-        self.ledger.record(self.enforcing);
+        self.ledger.record(self.enforcing());
 
         let host = match self.proc.host() {
             Ok(h) => h,
@@ -558,7 +570,7 @@ impl Controller {
                 let m = self.managed.get(p)?;
                 let h = self.ledger.holding(p)?;
                 Some(report::cgroup_state(
-                    self.enforcing,
+                    self.idle,
                     h.recorded(),
                     self.jobs.contains_key(p),
                     m.last.is_none(),
@@ -582,20 +594,13 @@ impl Controller {
                 })
             })
             .collect();
-        let report = report::build(
-            self.ticks,
-            self.enforcing,
-            &step,
-            host,
-            outside_stall,
-            &lines,
-        );
+        let report = report::build(self.ticks, self.idle, &step, host, outside_stall, &lines);
         drop(lines);
 
         self.spawn_jobs(&rows, &step, &states);
         // Give quick writes a chance to land within this tick; slow ones are picked up later.
         self.collect_jobs(self.cfg.tick.0 / 2).await;
-        if self.enforcing && self.cfg.protect_ancestors {
+        if self.enforcing() && self.cfg.protect_ancestors {
             self.protect_ancestors(&step.ancestors);
         } else if self.ledger.has_ancestors() {
             // Dry run, or protect_ancestors turned off by a reload: put the ancestors back.

@@ -59,17 +59,18 @@ pub(super) struct Line<'a> {
     pub refaulted: u64,
 }
 
-/// What the daemon may do with a managed cgroup this tick: nothing in a dry run, nothing
-/// before its originals are on disk (`recorded`), nothing while its last write job runs
-/// (`busy`); a cgroup without a full sample yet (`provisional`) is new.
+/// What the daemon may do with a managed cgroup this tick: nothing while it does not write
+/// at all (`idle`: a dry run, or the wait for the container engine), nothing before its
+/// originals are on disk (`recorded`), nothing while its last write job runs (`busy`); a
+/// cgroup without a full sample yet (`provisional`) is new.
 pub(super) fn cgroup_state(
-    enforce: bool,
+    idle: Option<CgroupState>,
     recorded: bool,
     busy: bool,
     provisional: bool,
 ) -> CgroupState {
-    if !enforce {
-        CgroupState::DryRun
+    if let Some(idle) = idle {
+        idle
     } else if !recorded {
         // The originals could not be saved: nothing is written until they are.
         CgroupState::Pending
@@ -87,7 +88,7 @@ pub(super) fn cgroup_state(
 /// The report of tick number `tick`; its duration is the caller's to fill in.
 pub(super) fn build(
     tick: u64,
-    enforce: bool,
+    idle: Option<CgroupState>,
     step: &Step,
     host: &HostSample,
     outside_stall: Option<f64>,
@@ -188,7 +189,8 @@ pub(super) fn build(
                 .as_ref()
                 .and_then(|p| p.full.as_ref())
                 .map(|f| f.avg10),
-            enforce,
+            enforce: idle.is_none(),
+            engine_wait: idle == Some(CgroupState::EngineWait),
             duration_us: 0,
         },
         cgroups: reports,
@@ -200,23 +202,25 @@ pub(super) fn build(
 mod tests {
     use super::*;
 
-    /// `status` must say why a cgroup is not written: a dry run first, then originals not on
-    /// disk (`pending`), then a write still running, and only then that it is new.
+    /// `status` must say why a cgroup is not written: a dry run or the engine wait first,
+    /// then originals not on disk (`pending`), then a write still running, and only then that
+    /// it is new.
     #[test]
     fn regression_pending_is_shown_before_busy_and_new() {
-        use CgroupState::{Busy, DryRun, New, Ok, Pending};
+        use CgroupState::{Busy, DryRun, EngineWait, New, Ok, Pending};
         let cases = [
-            ((false, true, true, true), DryRun),
-            ((true, false, true, true), Pending),
-            ((true, true, true, true), Busy),
-            ((true, true, false, true), New),
-            ((true, true, false, false), Ok),
+            ((Some(DryRun), true, true, true), DryRun),
+            ((Some(EngineWait), false, true, true), EngineWait),
+            ((None, false, true, true), Pending),
+            ((None, true, true, true), Busy),
+            ((None, true, false, true), New),
+            ((None, true, false, false), Ok),
         ];
-        for ((enforce, recorded, busy, provisional), want) in cases {
+        for ((idle, recorded, busy, provisional), want) in cases {
             assert_eq!(
-                cgroup_state(enforce, recorded, busy, provisional),
+                cgroup_state(idle, recorded, busy, provisional),
                 want,
-                "{enforce} {recorded} {busy} {provisional}"
+                "{idle:?} {recorded} {busy} {provisional}"
             );
         }
     }

@@ -14,8 +14,12 @@ use super::WeightSource;
 pub struct Pool {
     /// Tick number since the daemon started.
     pub tick: u64,
-    /// Whether writes are enforced (`false`: dry run).
+    /// Whether writes are enforced this tick (`false`: a dry run, or [`Pool::engine_wait`]).
     pub enforce: bool,
+    /// Nothing is held yet: the daemon waits for the container engine's first answer (at
+    /// most a minute after it starts), as the weights in containers' labels are not known.
+    #[serde(default)]
+    pub engine_wait: bool,
     /// Pool capacity C.
     pub capacity: u64,
     /// MemAvailable shortfall below the reserve that came off the pool.
@@ -94,6 +98,11 @@ pub enum CgroupState {
     New,
     /// `enforce = false`: computed, never written.
     DryRun,
+    /// Computed, not written yet: the daemon waits for the container engine's first answer.
+    EngineWait,
+    /// A state this build does not know (from a newer daemon).
+    #[serde(other)]
+    Unknown,
 }
 
 impl std::fmt::Display for CgroupState {
@@ -104,6 +113,8 @@ impl std::fmt::Display for CgroupState {
             CgroupState::Pending => "pending",
             CgroupState::New => "new",
             CgroupState::DryRun => "dry-run",
+            CgroupState::EngineWait => "engine-wait",
+            CgroupState::Unknown => "unknown",
         })
     }
 }

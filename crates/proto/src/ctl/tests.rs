@@ -9,6 +9,7 @@ fn cgroup_state_keeps_its_wire_words() {
         (CgroupState::Pending, "pending"),
         (CgroupState::New, "new"),
         (CgroupState::DryRun, "dry-run"),
+        (CgroupState::EngineWait, "engine-wait"),
     ] {
         let json = serde_json::to_string(&state).expect("serializes");
         assert_eq!(json, format!("\"{word}\""));
@@ -16,6 +17,14 @@ fn cgroup_state_keeps_its_wire_words() {
         let back: CgroupState = serde_json::from_str(&json).expect("parses");
         assert_eq!(back, state);
     }
+}
+
+/// A newer daemon's state word must not make `status` fail to parse the whole reply.
+#[test]
+fn an_unknown_cgroup_state_parses_as_unknown() {
+    let back: CgroupState = serde_json::from_str("\"thawing\"").expect("parses");
+    assert_eq!(back, CgroupState::Unknown);
+    assert_eq!(back.to_string(), "unknown");
 }
 
 fn set(weight: u32) -> Command {
