@@ -283,7 +283,7 @@ pub fn lab_packages(ws: &Path, lab_dir: &Path) -> Result<LabPackages> {
 
 /// Findings in lintian's output: the tag and its info from `X: package[ type]: tag [info]`
 /// lines.
-fn lintian_tags(output: &str) -> Vec<String> {
+fn lintian_findings(output: &str) -> Vec<String> {
     output
         .lines()
         .filter(|l| l.len() > 3 && matches!(&l[..3], "E: " | "W: " | "I: " | "P: "))
@@ -315,13 +315,13 @@ pub fn lint(deb: &Path) -> Result<()> {
     let text = String::from_utf8_lossy(&out.stdout);
     print!("{text}");
     eprint!("{}", String::from_utf8_lossy(&out.stderr));
-    let unexplained: Vec<String> = lintian_tags(&text)
+    let unexplained: Vec<String> = lintian_findings(&text)
         .into_iter()
         .filter(|t| !LINTIAN_EXPLAINED.iter().any(|(tag, _)| explains(tag, t)))
         .collect();
     if !unexplained.is_empty() {
         bail!(
-            "lintian: {} tag(s) nobody explained: {} — fix the packaging, or add the tag with \
+            "lintian: {} finding(s) nobody explained: {} — fix the packaging, or add the tag with \
              the reason to LINTIAN_EXPLAINED in xtask/src/deb.rs and docs/design.md",
             unexplained.len(),
             unexplained.join(", ")
@@ -407,12 +407,12 @@ mod tests {
     }
 
     #[test]
-    fn lintian_tags_are_read_from_its_output() {
+    fn lintian_findings_are_read_from_its_output() {
         let out = "W: memweight: statically-linked-binary [usr/bin/memweightd]\n\
                    E: memweight changes: bad-distribution-in-changes-file x\n\
                    N: note\nI: memweight: spelling-error-in-binary x y z\n";
         assert_eq!(
-            lintian_tags(out),
+            lintian_findings(out),
             [
                 "statically-linked-binary [usr/bin/memweightd]",
                 "bad-distribution-in-changes-file x",
