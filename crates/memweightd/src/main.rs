@@ -278,6 +278,7 @@ async fn run(
     let mut hup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
     let mut interval = new_interval(tick);
     let mut ready = false;
+    let mut notifier = systemd::Notifier::new(systemd::watchdog_from_env());
     info!(config = %config_path.display(), ?tick, enforce = ctl.config().enforce, "memweightd started");
     // Control calls the loop may take before the next tick: a flood of requests delays a tick
     // (and the watchdog ping after it) by at most this many, or by about half a tick of their
@@ -327,7 +328,11 @@ async fn run(
                 // tick, whatever became of it (`status` says "not ready" until one succeeds).
                 let cpu_before = if ready { None } else { cpu_time() };
                 let outcome = ctl.tick().await;
-                notify(&["WATCHDOG=1"]);
+                let kind = outcome.as_ref().ok().map(|r| (r.cgroups.len(), r.pool.pressure));
+                let ping = notifier.due(Instant::now(), kind);
+                if ping && outcome.is_err() {
+                    notify(&["WATCHDOG=1"]);
+                }
                 answers.settle(&mut ctl);
                 calls_left = CALLS_PER_TICK;
                 calls_time = Duration::ZERO;
@@ -357,7 +362,9 @@ async fn run(
                             at: Instant::now(),
                             interval: tick,
                         })));
-                        notify(&[&status]);
+                        if ping {
+                            notify(&["WATCHDOG=1", &status]);
+                        }
                     }
                     Err(memweightd::controller::ControlError::Stopping) => {}
                     Err(e) => warn!(error = %e, "tick failed"),
