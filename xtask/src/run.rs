@@ -7,7 +7,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
-use lab_agent::scenario::{Guest, Install, Kernel, Scenario};
+use lab_agent::scenario::{BASED_ON, Guest, Install, Kernel, Scenario, overlay};
 
 use crate::checks::{self, Outcome};
 use crate::kernel::{self, KernelFiles};
@@ -102,9 +102,59 @@ pub fn lab_fetch() -> Result<bool> {
     Ok(true)
 }
 
-fn load(path: &Path) -> Result<(String, String, Scenario)> {
+/// The most files a chain of `based_on` may hold.
+const MAX_BASED_ON: usize = 4;
+
+/// A scenario file as a TOML table, laid over the files it is based on
+/// ([`lab_agent::scenario::overlay`]), the chain `seen` so far.
+fn resolve(path: &Path, seen: &mut Vec<PathBuf>) -> Result<toml::Table> {
     let text = fs::read_to_string(path)
         .with_context(|| format!("cannot read scenario {}", path.display()))?;
+    let table: toml::Table = toml::from_str(&text).with_context(|| {
+        format!(
+            "scenario {} is not valid TOML for the lab format (see docs/lab.md)",
+            path.display()
+        )
+    })?;
+    seen.push(path.to_path_buf());
+    let Some(based_on) = table.get(BASED_ON) else {
+        return Ok(table);
+    };
+    let Some(name) = based_on.as_str() else {
+        bail!(
+            "scenario {}: {BASED_ON} must be a file name, like \"seed002.toml\"",
+            path.display()
+        );
+    };
+    let base = path.parent().unwrap_or(Path::new(".")).join(name);
+    if seen.contains(&base) {
+        bail!(
+            "scenario {}: {BASED_ON} = {name:?} goes round in a circle ({})",
+            path.display(),
+            seen.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" -> ")
+        );
+    }
+    if seen.len() >= MAX_BASED_ON {
+        bail!(
+            "scenario {}: {BASED_ON} chains more than {MAX_BASED_ON} files; base this one on \
+             the scenario it changes",
+            path.display()
+        );
+    }
+    let base = resolve(&base, seen)
+        .with_context(|| format!("scenario {} is based on {name:?}", path.display()))?;
+    Ok(overlay(base, table))
+}
+
+/// A scenario file's stem, the text the guest receives (the file laid over what it is
+/// [`BASED_ON`]), and the scenario.
+fn load(path: &Path) -> Result<(String, String, Scenario)> {
+    let table = resolve(path, &mut Vec::new())?;
+    let text = toml::to_string(&table)
+        .with_context(|| format!("cannot write scenario {} back", path.display()))?;
     let scenario =
         Scenario::parse(&text).with_context(|| format!("scenario {}", path.display()))?;
     let name = path.file_stem().map_or_else(
@@ -480,7 +530,8 @@ fn execute(
         let refs: Vec<&KernelFiles> = kernels.iter().collect();
         let image = hostimg::ensure(lab, &refs)?;
         let payload = lab.join("payload").join(format!("{name}-{k}"));
-        let daemon_config = if scenario.daemon.config.is_empty() {
+        // A baseline based on a scenario with the daemon keeps its [daemon.config]: unused.
+        let daemon_config = if !scenario.daemon.enabled || scenario.daemon.config.is_empty() {
             None
         } else {
             Some(

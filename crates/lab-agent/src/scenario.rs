@@ -2,7 +2,10 @@
 //! the guest agent so that both read the same TOML the same way.
 //!
 //! [`Scenario::parse`] deserialises and validates; nothing here touches the file system. The
-//! format is documented key by key in `docs/lab.md`.
+//! format is documented key by key in `docs/lab.md`. A file may name another it is
+//! [`BASED_ON`]: [`overlay`] lays it over that one (the kernel-default baseline of a scenario is
+//! the scenario with `[daemon] enabled = false`, not a copy that can drift from it); the host
+//! harness reads the files and hands the guest the result.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -437,6 +440,10 @@ pub struct CommandSpec {
     /// Seconds before the shell line is killed (default 20).
     #[serde(default)]
     pub timeout: Option<u64>,
+    /// Only in a run with the daemon: a scenario parsed with `[daemon] enabled = false` (the
+    /// kernel-default baseline [`BASED_ON`] it) drops this command.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub with_daemon: bool,
 }
 
 /// An assertion on the results, evaluated by the host.
@@ -547,6 +554,32 @@ impl Check {
     }
 }
 
+/// The key by which a scenario file names the file it is based on (a path relative to its own
+/// directory).
+pub const BASED_ON: &str = "based_on";
+
+/// `derived` laid over `base`, the scenario a file [`BASED_ON`] another stands for: each key
+/// of `derived` replaces the base's, but a table in both (`[daemon]`, `[daemon.config]`) is
+/// laid over the base's key by key. An array, `[[cgroup]]` or `[[command]]` among them, is
+/// replaced whole. `derived`'s own `based_on` is not carried over.
+#[must_use]
+pub fn overlay(mut base: toml::Table, derived: toml::Table) -> toml::Table {
+    for (key, value) in derived {
+        if key == BASED_ON {
+            continue;
+        }
+        let merged = match (base.remove(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(d)) => {
+                toml::Value::Table(overlay(b, d))
+            }
+            (_, d) => d,
+        };
+        base.insert(key, merged);
+    }
+    base.remove(BASED_ON);
+    base
+}
+
 fn step_at(steps: &[PressureStep], t: u64) -> u64 {
     steps
         .iter()
@@ -556,9 +589,13 @@ fn step_at(steps: &[PressureStep], t: u64) -> u64 {
 }
 
 impl Scenario {
-    /// Parses and validates a scenario.
+    /// Parses and validates a scenario. Without the daemon, the commands marked `with_daemon`
+    /// are dropped.
     pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
-        let scenario: Scenario = toml::from_str(text)?;
+        let mut scenario: Scenario = toml::from_str(text)?;
+        if !scenario.daemon.enabled {
+            scenario.commands.retain(|c| !c.with_daemon);
+        }
         scenario.validate()?;
         Ok(scenario)
     }

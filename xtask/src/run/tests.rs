@@ -69,3 +69,91 @@ fn ci_scenarios_parse() {
     }
     assert!(n > 0, "no scenarios in {}", dir.display());
 }
+
+/// Writes `files` (name, text) into a fresh directory.
+fn scenario_dir(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, text) in files {
+        fs::write(dir.path().join(name), text).expect("write");
+    }
+    dir
+}
+
+#[test]
+fn a_baseline_based_on_its_scenario_runs_the_same_experiment_without_the_daemon() {
+    let dir = scenario_dir(&[
+        (
+            "x.toml",
+            "description = \"x\"\nguest = \"host\"\nduration = 60\n[[cgroup]]\nname = \"a\"\n\
+             [[balloon]]\nat = 30\nsize = \"100M\"\n[daemon]\nenabled = true\nstart = 5\n\
+             [[command]]\nat = 10\nassert = true\nwith_daemon = true\n\
+             run = \"systemctl is-active memweightd.service\"\n",
+        ),
+        (
+            "x-default.toml",
+            "based_on = \"x.toml\"\ndescription = \"x, no daemon\"\n[daemon]\nenabled = false\n",
+        ),
+    ]);
+    let (name, text, baseline) = load(&dir.path().join("x-default.toml")).expect("loads");
+    let (_, _, scenario) = load(&dir.path().join("x.toml")).expect("loads");
+    assert_eq!(name, "x-default");
+    assert!(
+        !text.contains(BASED_ON),
+        "the guest gets the resolved file: {text}"
+    );
+    assert_eq!(baseline.description, "x, no daemon");
+    assert!(!baseline.daemon.enabled);
+    assert_eq!(baseline.cgroups, scenario.cgroups);
+    assert_eq!(baseline.balloon, scenario.balloon);
+    assert!(
+        baseline.commands.is_empty(),
+        "the daemon's assertion is left out"
+    );
+    assert_eq!(scenario.commands.len(), 1);
+}
+
+#[test]
+fn a_based_on_chain_that_goes_round_or_names_no_file_says_which() {
+    let dir = scenario_dir(&[
+        ("a.toml", "based_on = \"b.toml\"\n"),
+        ("b.toml", "based_on = \"a.toml\"\n"),
+        ("c.toml", "based_on = \"gone.toml\"\n"),
+        ("d.toml", "based_on = 3\n"),
+    ]);
+    let err = |f: &str| format!("{:#}", load(&dir.path().join(f)).expect_err(f));
+    let round = err("a.toml");
+    assert!(round.contains("circle"), "{round}");
+    assert!(
+        round.contains("a.toml -> ") && round.contains("b.toml"),
+        "{round}"
+    );
+    let gone = err("c.toml");
+    assert!(gone.contains("gone.toml"), "{gone}");
+    assert!(err("d.toml").contains("must be a file name"));
+}
+
+#[test]
+fn a_based_on_chain_longer_than_the_limit_is_refused() {
+    let files: Vec<(String, String)> = (0..=MAX_BASED_ON)
+        .map(|i| {
+            let text = if i == MAX_BASED_ON {
+                "duration = 5\n".to_owned()
+            } else {
+                format!("based_on = \"s{}.toml\"\n", i + 1)
+            };
+            (format!("s{i}.toml"), text)
+        })
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.as_str()))
+        .collect();
+    let dir = scenario_dir(&refs);
+    let long = format!(
+        "{:#}",
+        load(&dir.path().join("s0.toml")).expect_err("too long")
+    );
+    assert!(long.contains("chains more than"), "{long}");
+    // One file fewer loads.
+    load(&dir.path().join("s1.toml")).expect("within the limit");
+}

@@ -172,3 +172,76 @@ fn sizes_and_limits_parse() {
     ));
     assert!(Scenario::parse("duration = 5\nlab_low = \"lots\"\n").is_err());
 }
+
+/// `EXAMPLE` as a TOML table, the base of the `based_on` tests.
+fn example_table() -> toml::Table {
+    toml::from_str(EXAMPLE).expect("example is TOML")
+}
+
+#[test]
+fn a_based_on_file_changes_only_what_it_names() {
+    let derived: toml::Table = toml::from_str(
+        "based_on = \"example.toml\"\ndescription = \"without the daemon\"\n\
+         [daemon]\nenabled = false\n",
+    )
+    .expect("TOML");
+    let merged = overlay(example_table(), derived);
+    assert!(
+        !merged.contains_key(BASED_ON),
+        "based_on is not carried over"
+    );
+    let text = toml::to_string(&merged).expect("serialises");
+    let s = Scenario::parse(&text).expect("the overlay parses");
+    let base = Scenario::parse(EXAMPLE).expect("example parses");
+    assert_eq!(s.description, "without the daemon");
+    assert!(!s.daemon.enabled);
+    // A table in both is laid over key by key: the daemon's config is the base's.
+    assert_eq!(s.daemon.config, base.daemon.config);
+    assert_eq!(s.cgroups, base.cgroups);
+    assert_eq!(s.pressure, base.pressure);
+    assert_eq!(s.duration, base.duration);
+    assert_eq!(s.checks, base.checks);
+}
+
+#[test]
+fn an_array_in_a_based_on_file_replaces_the_base_s_whole() {
+    let derived: toml::Table = toml::from_str(
+        "[[cgroup]]\nname = \"solo\"\nweight = 3\nworkload = [\"random-touch\", \"--size\", \"10M\"]\n\
+         [daemon.config]\ntick = \"2s\"\n",
+    )
+    .expect("TOML");
+    let merged = overlay(example_table(), derived);
+    let names: Vec<&str> = merged["cgroup"]
+        .as_array()
+        .expect("cgroups")
+        .iter()
+        .map(|c| c["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["solo"], "[[cgroup]] replaced, not appended");
+    let config = merged["daemon"]["config"].as_table().expect("config");
+    assert_eq!(config["tick"].as_str(), Some("2s"), "the derived key wins");
+    assert!(config.contains_key("cgroup"), "the base's other keys stay");
+    // The commands, not named by the derived file, are the base's.
+    assert_eq!(merged["command"], example_table()["command"]);
+}
+
+#[test]
+fn without_the_daemon_the_commands_marked_with_daemon_are_dropped() {
+    let scenario = |daemon: bool| {
+        Scenario::parse(&format!(
+            "duration = 60\n[[cgroup]]\nname = \"a\"\n[daemon]\nenabled = {daemon}\n\
+             [[command]]\nat = 10\nwith_daemon = true\nrun = \"memweightctl status\"\n\
+             [[command]]\nat = 10\nrun = \"cat /proc/meminfo\"\n"
+        ))
+        .expect("parses")
+    };
+    let with = scenario(true);
+    assert_eq!(with.commands.len(), 2);
+    assert!(with.commands[0].with_daemon);
+    let without = scenario(false);
+    let runs: Vec<_> = without.commands.iter().map(|c| c.run.as_deref()).collect();
+    assert_eq!(runs, [Some("cat /proc/meminfo")]);
+    // What the guest receives keeps the mark, so that it drops the same commands.
+    let again = Scenario::parse(&without.to_toml().expect("serialises")).expect("parses");
+    assert_eq!(again.commands, without.commands);
+}
