@@ -86,7 +86,13 @@ fn main() -> ExitCode {
     raise_nofile();
     // Before the runtime starts its threads; MCL_FUTURE covers them anyway.
     match memweightd::resident::lock() {
-        memweightd::resident::Locked::Yes => info!("memory locked (mlockall)"),
+        memweightd::resident::Locked::Yes(Ok(shed)) => info!(
+            program_kib = shed / 1024,
+            "memory locked (mlockall), the program's pages dropped first: only what runs stays"
+        ),
+        memweightd::resident::Locked::Yes(Err(why)) => {
+            info!(reason = %why, "memory locked (mlockall), the whole program as mapped");
+        }
         memweightd::resident::Locked::No(why) => {
             warn!(reason = %why, "running with unlocked memory: the daemon may be swapped out under pressure");
         }

@@ -6,7 +6,8 @@
 //! `/proc/<pid>/status` could belong to another process by the time it is read (the client
 //! exits, its PID is reused), and looking the user up in the group database (NSS) can block.
 //!
-//! This is the daemon's only unsafe code: one `getsockopt` call that `nix` does not wrap.
+//! One of the daemon's two unsafe blocks: a `getsockopt` call that `nix` does not wrap (the
+//! other is `madvise` on its own program, [`crate::resident::shed_program`]).
 #![allow(unsafe_code)]
 
 use std::io;

@@ -11,6 +11,15 @@
 //! and locked it stays — in the lab one such page was a quarter of the daemon's RSS (8.1 MiB,
 //! docs/lab.md), memory the containers it protects would otherwise have had.
 //!
+//! And it drops its own program from RAM first ([`shed_program`]): with `MCL_ONFAULT` a page is
+//! locked once it is mapped, and the kernel maps a faulting page's neighbours too when they are
+//! in the page cache (fault-around) and reads ahead of it when they are not, so nearly the whole
+//! text (3.3 MB) ended up locked, of which a tick runs a fraction. The read-only mappings of its
+//! executable get `MADV_RANDOM` (no read-ahead) and `MADV_PAGEOUT` (their pages leave the page
+//! cache): from then on only the pages it runs come back, one at a time, and only those stay
+//! locked. A code path first taken later (an error, the shutdown) reads its pages from disk
+//! then — once.
+//!
 //! `MCL_FUTURE` makes every later `mmap` count against `RLIMIT_MEMLOCK`, and a mapping past
 //! the limit fails: an allocation or a thread the runtime needs would then fail. So the daemon
 //! only locks when nothing can run out: `RLIMIT_MEMLOCK` is unlimited (the unit's
@@ -23,8 +32,8 @@ const CAP_IPC_LOCK: u32 = 14;
 /// What [`lock`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Locked {
-    /// All present and future memory is locked.
-    Yes,
+    /// All present and future memory is locked; what [`shed_program`] dropped first.
+    Yes(Result<u64, String>),
     /// Not locked, and why (with what to do), for the log.
     No(String),
 }
@@ -70,15 +79,71 @@ pub fn lock() -> Locked {
     }
     // Only a cost if refused: the daemon then locks what huge pages it faults in.
     let _ = nix::sys::prctl::set_thp_disable(true);
+    let shed = shed_program();
     let flags = MlockAllFlags::MCL_CURRENT
         | MlockAllFlags::MCL_FUTURE
         | MlockAllFlags::from_bits_retain(libc::MCL_ONFAULT);
     match mlockall(flags) {
-        Ok(()) => Locked::Yes,
+        Ok(()) => Locked::Yes(shed),
         Err(e) => Locked::No(format!(
             "mlockall refused ({e}); check the unit's SystemCallFilter and LimitMEMLOCK"
         )),
     }
+}
+
+/// The read-only mappings of `exe` among `maps` (`/proc/self/maps`): `(start, length)`.
+#[must_use]
+pub fn program_ranges(
+    maps: &procfs::process::MemoryMaps,
+    exe: &std::path::Path,
+) -> Vec<(u64, u64)> {
+    use procfs::process::{MMPermissions, MMapPath};
+    maps.0
+        .iter()
+        .filter(|m| matches!(&m.pathname, MMapPath::Path(p) if p == exe))
+        .filter(|m| !m.perms.contains(MMPermissions::WRITE))
+        .filter(|m| m.address.1 > m.address.0)
+        .map(|m| (m.address.0, m.address.1 - m.address.0))
+        .collect()
+}
+
+/// Drops the pages of the daemon's own executable from RAM and stops read-ahead on them, so
+/// that what [`lock`] then locks of its program is what it runs (see the module's docs).
+/// Returns the bytes of mappings advised.
+///
+/// With [`crate::peer`]'s `getsockopt`, the daemon's only unsafe code: `madvise` is unsafe in
+/// `nix` (and `rustix`) because some advice (`MADV_DONTNEED`, `MADV_FREE`) changes what memory
+/// holds; these two do not.
+///
+/// # Errors
+/// When `/proc/self/exe` or `/proc/self/maps` cannot be read, or the kernel refuses the advice
+/// (before 5.4 it has no `MADV_PAGEOUT`): the daemon then locks its program as mapped.
+#[allow(unsafe_code)]
+pub fn shed_program() -> Result<u64, String> {
+    use nix::sys::mman::{MmapAdvise, madvise};
+    use procfs::FromRead;
+    let exe = std::fs::read_link("/proc/self/exe").map_err(|e| format!("/proc/self/exe: {e}"))?;
+    let maps = procfs::process::MemoryMaps::from_file("/proc/self/maps")
+        .map_err(|e| format!("/proc/self/maps: {e}"))?;
+    let mut advised = 0;
+    for (start, len) in program_ranges(&maps, &exe) {
+        let (Ok(addr), Ok(length)) = (usize::try_from(start), usize::try_from(len)) else {
+            continue;
+        };
+        let Some(ptr) = std::ptr::NonNull::new(addr as *mut std::ffi::c_void) else {
+            continue;
+        };
+        for advice in [MmapAdvise::MADV_RANDOM, MmapAdvise::MADV_PAGEOUT] {
+            // SAFETY: `ptr..ptr + length` is a whole read-only, file-backed mapping of this
+            // process's own executable, as the kernel lists it. Neither advice changes what
+            // the memory holds: MADV_RANDOM only turns read-ahead off for it, and MADV_PAGEOUT
+            // reclaims clean file pages, which the next access reads back from the file.
+            unsafe { madvise(ptr, length, advice) }
+                .map_err(|e| format!("madvise({advice:?}) on {}: {e}", exe.display()))?;
+        }
+        advised += len;
+    }
+    Ok(advised)
 }
 
 #[cfg(test)]
@@ -102,5 +167,40 @@ mod tests {
         assert!(has_cap_ipc_lock("CapEff:\t0000000000004000\n"));
         assert!(!has_cap_ipc_lock("garbage"));
         assert!(!has_cap_ipc_lock("CapEff:\tzz\n"));
+    }
+
+    #[test]
+    fn the_program_is_its_read_only_mappings_of_the_executable() {
+        use procfs::FromRead;
+        let maps = "\
+55d0c0000000-55d0c0100000 r--p 00000000 fd:01 1234 /usr/bin/memweightd
+55d0c0100000-55d0c0400000 r-xp 00100000 fd:01 1234 /usr/bin/memweightd
+55d0c0400000-55d0c0500000 r--p 00400000 fd:01 1234 /usr/bin/memweightd
+55d0c0500000-55d0c0510000 rw-p 00500000 fd:01 1234 /usr/bin/memweightd
+55d0c0510000-55d0c0600000 rw-p 00000000 00:00 0 [heap]
+7f0000000000-7f0000100000 r-xp 00000000 fd:01 99 /usr/lib/libc.so.6
+7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0 [stack]
+";
+        let maps = procfs::process::MemoryMaps::from_read(maps.as_bytes()).expect("parses");
+        let ranges = program_ranges(&maps, std::path::Path::new("/usr/bin/memweightd"));
+        assert_eq!(
+            ranges,
+            [
+                (0x55d0_c000_0000, 0x10_0000),
+                (0x55d0_c010_0000, 0x30_0000),
+                (0x55d0_c040_0000, 0x10_0000)
+            ],
+            "text and read-only data, not .data or other files"
+        );
+        assert!(program_ranges(&maps, std::path::Path::new("/usr/bin/other")).is_empty());
+    }
+
+    #[test]
+    fn shedding_the_test_binary_leaves_it_running() {
+        // The test binary's own read-only mappings: advised, and it runs on, its code read back
+        // from the file; a second time finds the same mappings.
+        let advised = shed_program().expect("the kernel takes the advice");
+        assert!(advised > 0, "the test binary has read-only mappings");
+        assert_eq!(shed_program(), Ok(advised));
     }
 }
