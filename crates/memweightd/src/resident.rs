@@ -14,11 +14,13 @@
 //! And it drops its own program from RAM first ([`shed_program`]): with `MCL_ONFAULT` a page is
 //! locked once it is mapped, and the kernel maps a faulting page's neighbours too when they are
 //! in the page cache (fault-around) and reads ahead of it when they are not, so nearly the whole
-//! text (3.3 MB) ended up locked, of which a tick runs a fraction. The read-only mappings of its
-//! executable get `MADV_RANDOM` (no read-ahead) and `MADV_PAGEOUT` (their pages leave the page
+//! text (3.3 MB) ended up locked, of which a tick runs a fraction. The executable mappings of
+//! its program get `MADV_RANDOM` (no read-ahead) and `MADV_PAGEOUT` (their pages leave the page
 //! cache): from then on only the pages it runs come back, one at a time, and only those stay
 //! locked. A code path first taken later (an error, the shutdown) reads its pages from disk
-//! then — once.
+//! then — once. Only the text: a read-only mapping of the program can hold anonymous pages (the
+//! relocated data `mprotect`ed read-only after start-up), which `MADV_PAGEOUT` would swap out
+//! (32 kB of `VmSwap` in the lab's ci-hardening when the read-only data was advised too).
 //!
 //! `MCL_FUTURE` makes every later `mmap` count against `RLIMIT_MEMLOCK`, and a mapping past
 //! the limit fails: an allocation or a thread the runtime needs would then fail. So the daemon
@@ -91,7 +93,8 @@ pub fn lock() -> Locked {
     }
 }
 
-/// The read-only mappings of `exe` among `maps` (`/proc/self/maps`): `(start, length)`.
+/// The executable, unwritable mappings of `exe` among `maps` (`/proc/self/maps`), its text:
+/// `(start, length)`.
 #[must_use]
 pub fn program_ranges(
     maps: &procfs::process::MemoryMaps,
@@ -101,13 +104,15 @@ pub fn program_ranges(
     maps.0
         .iter()
         .filter(|m| matches!(&m.pathname, MMapPath::Path(p) if p == exe))
-        .filter(|m| !m.perms.contains(MMPermissions::WRITE))
+        .filter(|m| {
+            m.perms.contains(MMPermissions::EXECUTE) && !m.perms.contains(MMPermissions::WRITE)
+        })
         .filter(|m| m.address.1 > m.address.0)
         .map(|m| (m.address.0, m.address.1 - m.address.0))
         .collect()
 }
 
-/// Drops the pages of the daemon's own executable from RAM and stops read-ahead on them, so
+/// Drops the pages of the daemon's own text from RAM and stops read-ahead on them, so
 /// that what [`lock`] then locks of its program is what it runs (see the module's docs).
 /// Returns the bytes of mappings advised.
 ///
@@ -134,8 +139,8 @@ pub fn shed_program() -> Result<u64, String> {
             continue;
         };
         for advice in [MmapAdvise::MADV_RANDOM, MmapAdvise::MADV_PAGEOUT] {
-            // SAFETY: `ptr..ptr + length` is a whole read-only, file-backed mapping of this
-            // process's own executable, as the kernel lists it. Neither advice changes what
+            // SAFETY: `ptr..ptr + length` is a whole executable, unwritable, file-backed mapping
+            // of this process's own program (its text), as the kernel lists it. Neither advice changes what
             // the memory holds: MADV_RANDOM only turns read-ahead off for it, and MADV_PAGEOUT
             // reclaims clean file pages, which the next access reads back from the file.
             unsafe { madvise(ptr, length, advice) }
@@ -170,7 +175,7 @@ mod tests {
     }
 
     #[test]
-    fn the_program_is_its_read_only_mappings_of_the_executable() {
+    fn the_program_is_the_text_of_the_executable() {
         use procfs::FromRead;
         let maps = "\
 55d0c0000000-55d0c0100000 r--p 00000000 fd:01 1234 /usr/bin/memweightd
@@ -185,22 +190,19 @@ mod tests {
         let ranges = program_ranges(&maps, std::path::Path::new("/usr/bin/memweightd"));
         assert_eq!(
             ranges,
-            [
-                (0x55d0_c000_0000, 0x10_0000),
-                (0x55d0_c010_0000, 0x30_0000),
-                (0x55d0_c040_0000, 0x10_0000)
-            ],
-            "text and read-only data, not .data or other files"
+            [(0x55d0_c010_0000, 0x30_0000)],
+            "the text: not the read-only data (relocated pages there are anonymous), not .data, \
+             not other files"
         );
         assert!(program_ranges(&maps, std::path::Path::new("/usr/bin/other")).is_empty());
     }
 
     #[test]
     fn shedding_the_test_binary_leaves_it_running() {
-        // The test binary's own read-only mappings: advised, and it runs on, its code read back
-        // from the file; a second time finds the same mappings.
+        // The test binary's own text: advised, and it runs on, its code read back from the
+        // file; a second time finds the same mappings.
         let advised = shed_program().expect("the kernel takes the advice");
-        assert!(advised > 0, "the test binary has read-only mappings");
+        assert!(advised > 0, "the test binary has text");
         assert_eq!(shed_program(), Ok(advised));
     }
 }
