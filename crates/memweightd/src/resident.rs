@@ -20,7 +20,9 @@
 //! locked. A code path first taken later (an error, the shutdown) reads its pages from disk
 //! then — once. Only the text: a read-only mapping of the program can hold anonymous pages (the
 //! relocated data `mprotect`ed read-only after start-up), which `MADV_PAGEOUT` would swap out
-//! (32 kB of `VmSwap` in the lab's ci-hardening when the read-only data was advised too).
+//! (32 kB of `VmSwap` in the lab's ci-hardening when the read-only data was advised too). A
+//! program on tmpfs (the busybox guest's initramfs) is shmem, which the advice does not drop:
+//! there the whole text stays locked.
 //!
 //! `MCL_FUTURE` makes every later `mmap` count against `RLIMIT_MEMLOCK`, and a mapping past
 //! the limit fails: an allocation or a thread the runtime needs would then fail. So the daemon
