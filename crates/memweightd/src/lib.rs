@@ -38,7 +38,8 @@
 //!   never waits for a tick; forwards everything else to the loop.
 //! * [`logging`]: native journal entries under systemd, one-line text on stderr otherwise.
 //! * [`metrics`]: the Prometheus endpoint, fed by snapshots the loop publishes.
-//! * [`resident`]: keeps the daemon's own memory locked in RAM.
+//! * [`resident`]: keeps the daemon's own memory locked in RAM, of its program only the text it
+//!   runs.
 //! * [`systemd`]: readiness and watchdog notifications, and `tick` checked against the
 //!   service's watchdog.
 
