@@ -576,7 +576,6 @@ pub fn overlay(mut base: toml::Table, derived: toml::Table) -> toml::Table {
         };
         base.insert(key, merged);
     }
-    base.remove(BASED_ON);
     base
 }
 

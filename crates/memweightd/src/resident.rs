@@ -142,9 +142,10 @@ pub fn shed_program() -> Result<u64, String> {
         };
         for advice in [MmapAdvise::MADV_RANDOM, MmapAdvise::MADV_PAGEOUT] {
             // SAFETY: `ptr..ptr + length` is a whole executable, unwritable, file-backed mapping
-            // of this process's own program (its text), as the kernel lists it. Neither advice changes what
-            // the memory holds: MADV_RANDOM only turns read-ahead off for it, and MADV_PAGEOUT
-            // reclaims clean file pages, which the next access reads back from the file.
+            // of this process's own program (its text), as the kernel lists it. Neither advice
+            // changes what the memory holds: MADV_RANDOM only turns read-ahead off for it, and
+            // MADV_PAGEOUT reclaims clean file pages, which the next access reads back from the
+            // file.
             unsafe { madvise(ptr, length, advice) }
                 .map_err(|e| format!("madvise({advice:?}) on {}: {e}", exe.display()))?;
         }
