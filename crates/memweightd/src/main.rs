@@ -85,18 +85,23 @@ fn main() -> ExitCode {
     init_logging(&cfg.log_level);
     raise_nofile();
     // Before the runtime starts its threads; MCL_FUTURE covers them anyway.
-    match memweightd::resident::lock() {
-        memweightd::resident::Locked::Yes(Ok(shed)) => info!(
-            program_kib = shed / 1024,
-            "memory locked (mlockall), the program's pages dropped first: only what runs stays"
-        ),
+    let shed_later = match memweightd::resident::lock() {
+        memweightd::resident::Locked::Yes(Ok(shed)) => {
+            info!(
+                program_kib = shed / 1024,
+                "memory locked (mlockall), the program's pages dropped first: only what runs stays"
+            );
+            true
+        }
         memweightd::resident::Locked::Yes(Err(why)) => {
             info!(reason = %why, "memory locked (mlockall), the whole program as mapped");
+            false
         }
         memweightd::resident::Locked::No(why) => {
             warn!(reason = %why, "running with unlocked memory: the daemon may be swapped out under pressure");
+            false
         }
-    }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(memweightd::pools::BLOCKING_THREADS)
@@ -112,7 +117,12 @@ fn main() -> ExitCode {
     let startup = cfg.clone();
     let config_path = args.config.clone();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        runtime.block_on(run(args.config, cfg, rules))
+        runtime.block_on(async {
+            if shed_later {
+                tokio::spawn(shed_start_up());
+            }
+            run(args.config, cfg, rules).await
+        })
     }));
     // Write jobs still blocked in the kernel are not waited for: whatever they write lands
     // before the restore below or is covered by the state file (ExecStopPost, next start).
@@ -134,6 +144,19 @@ fn main() -> ExitCode {
             restore_all(cfg);
             ExitCode::from(101)
         }
+    }
+}
+
+/// [`memweightd::resident::shed_again`], once, when start-up is long over.
+async fn shed_start_up() {
+    tokio::time::sleep(memweightd::resident::SHED_AGAIN_AFTER).await;
+    match tokio::task::spawn_blocking(memweightd::resident::shed_again).await {
+        Ok(Ok(shed)) => info!(
+            program_kib = shed / 1024,
+            "the program's pages dropped once more: what only start-up ran is no longer locked"
+        ),
+        Ok(Err(why)) => warn!(reason = %why, "cannot drop the start-up code's pages"),
+        Err(e) => warn!("cannot drop the start-up code's pages: {e}"),
     }
 }
 

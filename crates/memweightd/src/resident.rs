@@ -24,14 +24,34 @@
 //! program on tmpfs (the busybox guest's initramfs) is shmem, which the advice does not drop:
 //! there the whole text stays locked.
 //!
+//! Start-up runs code no tick runs again (parsing the configuration and the state file,
+//! building the runtime, the container engine's first answer), and that code too faulted in
+//! after the lock and stayed locked. So [`SHED_AGAIN_AFTER`] start the daemon unlocks, drops
+//! its text once more and locks again ([`shed_again`]): what stays is what it has run since.
+//!
 //! `MCL_FUTURE` makes every later `mmap` count against `RLIMIT_MEMLOCK`, and a mapping past
 //! the limit fails: an allocation or a thread the runtime needs would then fail. So the daemon
 //! only locks when nothing can run out: `RLIMIT_MEMLOCK` is unlimited (the unit's
 //! `LimitMEMLOCK=infinity`) or it holds `CAP_IPC_LOCK`. Otherwise, and when the kernel refuses,
 //! it logs a WARN with what to change and runs unlocked.
 
+use std::time::Duration;
+
 /// `CAP_IPC_LOCK`'s bit in the capability sets.
 const CAP_IPC_LOCK: u32 = 14;
+
+/// How long after start [`shed_again`] runs: start-up is over by then (the container engine's
+/// first answer comes within seconds, bounded by a 30 s timeout), and the control loop has
+/// taken its usual paths many times.
+pub const SHED_AGAIN_AFTER: Duration = Duration::from_secs(60);
+
+/// What `mlockall` is called with: present and future mappings, each page once it is touched.
+fn lock_flags() -> nix::sys::mman::MlockAllFlags {
+    use nix::sys::mman::MlockAllFlags;
+    MlockAllFlags::MCL_CURRENT
+        | MlockAllFlags::MCL_FUTURE
+        | MlockAllFlags::from_bits_retain(libc::MCL_ONFAULT)
+}
 
 /// What [`lock`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,7 +90,7 @@ pub fn has_cap_ipc_lock(status: &str) -> bool {
 /// Locks the daemon's memory when that is safe; never fails the daemon.
 #[must_use]
 pub fn lock() -> Locked {
-    use nix::sys::mman::{MlockAllFlags, mlockall};
+    use nix::sys::mman::mlockall;
     use nix::sys::resource::{Resource, getrlimit};
     let soft = match getrlimit(Resource::RLIMIT_MEMLOCK) {
         Ok((soft, _)) if soft == nix::sys::resource::RLIM_INFINITY => None,
@@ -84,15 +104,33 @@ pub fn lock() -> Locked {
     // Only a cost if refused: the daemon then locks what huge pages it faults in.
     let _ = nix::sys::prctl::set_thp_disable(true);
     let shed = shed_program();
-    let flags = MlockAllFlags::MCL_CURRENT
-        | MlockAllFlags::MCL_FUTURE
-        | MlockAllFlags::from_bits_retain(libc::MCL_ONFAULT);
-    match mlockall(flags) {
+    match mlockall(lock_flags()) {
         Ok(()) => Locked::Yes(shed),
         Err(e) => Locked::No(format!(
             "mlockall refused ({e}); check the unit's SystemCallFilter and LimitMEMLOCK"
         )),
     }
+}
+
+/// Unlocks, drops the program's pages again ([`shed_program`]) and locks again, so that what
+/// only start-up ran leaves RAM (see the module's docs). Call it once, [`SHED_AGAIN_AFTER`]
+/// start, and only when [`lock`] locked. Returns the bytes of mappings advised.
+///
+/// # Errors
+/// When the pages could not be dropped (they stay, locked again) or `mlockall` is refused
+/// the second time: the daemon then runs unlocked, and the message says so.
+pub fn shed_again() -> Result<u64, String> {
+    use nix::sys::mman::{mlockall, munlockall};
+    // MADV_PAGEOUT passes over locked mappings: they must be unlocked for the moment it takes.
+    munlockall().map_err(|e| format!("munlockall refused ({e}); the memory stays locked"))?;
+    let shed = shed_program();
+    mlockall(lock_flags()).map_err(|e| {
+        format!(
+            "mlockall refused the second time ({e}): the daemon now runs unlocked; check the \
+             unit's SystemCallFilter and LimitMEMLOCK"
+        )
+    })?;
+    shed
 }
 
 /// The executable, unwritable mappings of `exe` among `maps` (`/proc/self/maps`), its text:
