@@ -26,8 +26,9 @@
 //!
 //! Start-up runs code no tick runs again (parsing the configuration and the state file,
 //! building the runtime, the container engine's first answer), and that code too faulted in
-//! after the lock and stayed locked. So [`SHED_AGAIN_AFTER`] start the daemon unlocks, drops
-//! its text once more and locks again ([`shed_again`]): what stays is what it has run since.
+//! after the lock and stayed locked. So [`SHED_AGAIN_AFTER`] after start the daemon unlocks,
+//! drops its text once more and locks again ([`shed_again`]): what stays is what it has run
+//! since.
 //!
 //! `MCL_FUTURE` makes every later `mmap` count against `RLIMIT_MEMLOCK`, and a mapping past
 //! the limit fails: an allocation or a thread the runtime needs would then fail. So the daemon
@@ -114,7 +115,7 @@ pub fn lock() -> Locked {
 
 /// Unlocks, drops the program's pages again ([`shed_program`]) and locks again, so that what
 /// only start-up ran leaves RAM (see the module's docs). Call it once, [`SHED_AGAIN_AFTER`]
-/// start, and only when [`lock`] locked. Returns the bytes of mappings advised.
+/// after start, and only when [`lock`] locked. Returns the bytes of mappings advised.
 ///
 /// # Errors
 /// When the pages could not be dropped (they stay, locked again) or `mlockall` is refused
