@@ -137,6 +137,14 @@ pub const STALL_DEMAND_PCT: f64 = 1.0;
 /// while a third of its dataset sat in swap) but refaults steadily.
 pub const REFAULT_DEMAND: u64 = 1 << 20;
 
+/// `kernel`: a managed cgroup still counts as reaching ([`REFAULT_DEMAND`],
+/// [`STALL_DEMAND_PCT`]) for this many of its full samples after it last faulted memory back.
+/// Refaults come in bursts, and judged on the last interval alone the protection of a
+/// container that reached flipped on and off from one tick to the next (the Redis pair, 6.12,
+/// the balloon's 500M step, 2026-11-28: `memory.low` 96 MiB, 0, 96, 0 … at 132–138 s; 5–15
+/// flips in each run).
+pub const REACH_HOLD: usize = 3;
+
 /// `kernel`: a cgroup reaching for memory below its share starts the enforcement of the split
 /// only if the kernel has really taken from it: it has at least this part of what it holds
 /// (1/16, and at least [`REFAULT_DEMAND`]) in swap or faulted back since its last sample — or

@@ -87,6 +87,7 @@ pub fn plan(file: &PlanFile) -> Result<PlanOutput, String> {
             provisional: false,
             // One reading, no history: nothing counts as faulted back.
             refaulted: 0,
+            refaulted_lately: 0,
         })
         .collect();
     let host = HostSample {

@@ -54,6 +54,10 @@ pub struct Row<'a> {
     /// Bytes it faulted back between its last two full samples (`workingset_refault_*`; the
     /// same while its sample is reused): memory reclaim took that it still uses.
     pub refaulted: u64,
+    /// The most it faulted back between two consecutive full samples among its last
+    /// [`capacity::REACH_HOLD`] (at least `refaulted`): whether it reaches for memory is
+    /// judged on this, so that its protection does not flip with the bursts of its refaults.
+    pub refaulted_lately: u64,
 }
 
 /// What the law decided for one cgroup.
@@ -394,17 +398,18 @@ pub fn limit_above(a: Limit, b: Limit) -> bool {
 }
 
 /// Whether a cgroup reaches for more than it holds (`kernel` mode): reclaim takes memory it
-/// still uses — it faulted back at least [`capacity::REFAULT_DEMAND`] between its last two
-/// full samples, or faulted back some and its own memory PSI is at least
-/// [`capacity::STALL_DEMAND_PCT`]. A stall alone is not enough: while the host is short every
+/// still uses — it faulted back at least [`capacity::REFAULT_DEMAND`] between two consecutive
+/// full samples among its last [`capacity::REACH_HOLD`], or faulted back some and its own
+/// memory PSI is at least [`capacity::STALL_DEMAND_PCT`]. A stall alone is not enough: while the host is short every
 /// cgroup's tasks stall in the kernel's direct reclaim, and a container holding all it wants
 /// (host guest, 6.12, balloon 200 of 1024 MiB, 2026-11-26: 200 of its 200 MiB, nothing
 /// faulted back, PSI over 1 %) was then given the whole pool as its demand, and the weight-1
 /// container beside it was held down to its share where the kernel alone left all three
 /// resident.
 fn reaching(r: &Row<'_>) -> bool {
-    r.refaulted >= capacity::REFAULT_DEMAND
-        || (r.refaulted > 0
+    let lately = r.refaulted_lately.max(r.refaulted);
+    lately >= capacity::REFAULT_DEMAND
+        || (lately > 0
             && r.sample
                 .pressure
                 .as_ref()

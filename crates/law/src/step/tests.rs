@@ -32,6 +32,7 @@ struct Cg {
     originals: Originals,
     provisional: bool,
     refaulted: u64,
+    refaulted_lately: u64,
 }
 
 prop_compose! {
@@ -51,6 +52,7 @@ prop_compose! {
         provisional in prop::bool::weighted(0.1),
         max_limit in limit(),
         refaulted in prop_oneof![Just(0u64), 0u64..(8 << 20)],
+        earlier in prop_oneof![Just(0u64), 0u64..(8 << 20)],
     ) -> Cg {
         let current = current * MIB;
         Cg {
@@ -74,6 +76,7 @@ prop_compose! {
             originals: Originals { high: orig_high, low: orig_low },
             provisional,
             refaulted,
+            refaulted_lately: refaulted.max(earlier),
         }
     }
 }
@@ -139,6 +142,7 @@ fn rows<'a>(cgs: &'a [Cg], names: &'a [String]) -> Vec<Row<'a>> {
             reclaim_supported: true,
             provisional: c.provisional,
             refaulted: c.refaulted,
+            refaulted_lately: c.refaulted_lately,
         })
         .collect()
 }
@@ -173,6 +177,7 @@ fn plain(current: u64, weight: u32, some: f64, refaulted: u64) -> Cg {
         },
         provisional: false,
         refaulted,
+        refaulted_lately: refaulted,
     }
 }
 
@@ -467,6 +472,41 @@ fn regression_a_stall_without_refaults_held_down_the_neighbour() {
     assert!(out.enforcing, "a stall with refaults reaches");
     assert!(out.cgroups[0].ceiling.is_some_and(|c| c < 200 * MIB));
     assert_eq!(out.cgroups[1].protect, 180 * MIB);
+}
+
+/// Regression (the Redis pair, 6.12, the balloon's 500M step, 2026-11-28): a container's
+/// refaults come in bursts, and judged on the last interval alone its protection flipped —
+/// `memory.low` 96 MiB, 0, 96, 0 … tick after tick (5–15 flips in each run). It stays
+/// reaching, protected at what it holds up to its share, while a burst of refaults lies
+/// within its last [`capacity::REACH_HOLD`] samples; without one it is let go.
+#[test]
+fn regression_memory_low_flipped_each_tick_between_bursts_of_refaults() {
+    let capacity = kernel_capacity();
+    let law = shipped_law(&capacity);
+    let short = scanning(150, Some(psi(30.0)));
+    let carry = Carry {
+        scanned: Some(100),
+        ..Carry::default()
+    };
+    let between_bursts = |lately: u64| {
+        let mut reaching = swapped(96 * MIB, 1, 0.5, 0, 20 * MIB);
+        reaching.refaulted_lately = lately;
+        [reaching, plain(224 * MIB, 2, 0.5, 0)]
+    };
+    let burst = between_bursts(4 * MIB);
+    let names = names(&burst);
+    let out = step(&law, &rows(&burst, &names), &short, None, None, carry);
+    assert_eq!(
+        out.cgroups[0].protect,
+        96 * MIB,
+        "a burst within the hold: still reaching, protected at what it holds"
+    );
+    let quiet = between_bursts(0);
+    let out = step(&law, &rows(&quiet, &names), &short, None, None, carry);
+    assert_eq!(
+        out.cgroups[0].protect, 0,
+        "no burst within the hold: let go"
+    );
 }
 
 /// Regression (CI, 2026-11-26: Table-2 on 6.12 at the 600M step, the weight-1 cgroup

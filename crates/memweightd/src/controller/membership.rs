@@ -16,6 +16,7 @@ use memweight_proto::ctl::{LabelClamp, LabelField, LabelValues, WeightSource};
 use tracing::{debug, error, info, warn};
 
 use super::{Controller, Managed};
+use crate::capacity::REACH_HOLD;
 use crate::config::Settings;
 use crate::containers::{self, Containers};
 use crate::decide::Originals;
@@ -331,7 +332,7 @@ impl Controller {
                 settings,
                 reclaim_supported: true,
                 last: None,
-                refaulted: 0,
+                refaults: [0; REACH_HOLD],
                 refresh: true,
             },
         );

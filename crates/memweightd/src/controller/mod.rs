@@ -33,7 +33,7 @@ use serde::Serialize;
 use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
-use crate::capacity::Carry;
+use crate::capacity::{Carry, REACH_HOLD};
 use crate::config::{CapacityMode, Config, Rules, Settings};
 use crate::containers::{self, Containers, Snapshot};
 use crate::ledger::{Ledger, Saving, Ticket};
@@ -79,11 +79,36 @@ struct Managed {
     /// The last full sample (all ten files) and the tick it was taken at; reused, with
     /// `memory.current` read afresh, while the cgroup is steady ([`Controller::sample_cheap`]).
     last: Option<Box<CgroupSample>>,
-    /// Bytes it faulted back (`workingset_refault_*`) between its last two full samples,
-    /// kept while its sample is reused.
-    refaulted: u64,
+    /// Bytes it faulted back (`workingset_refault_*`) between consecutive full samples, the
+    /// newest first: `[0]` between its last two, kept while its sample is reused; the law
+    /// judges whether it reaches for memory on all of them ([`Managed::refaulted_lately`]).
+    refaults: [u64; REACH_HOLD],
     /// The next tick must take a full sample: the daemon wrote to the cgroup.
     refresh: bool,
+}
+
+impl Managed {
+    /// Bytes it faulted back between its last two full samples.
+    fn refaulted(&self) -> u64 {
+        self.refaults[0]
+    }
+
+    /// The most it faulted back between two consecutive full samples among its last
+    /// [`REACH_HOLD`].
+    fn refaulted_lately(&self) -> u64 {
+        self.refaults.iter().copied().max().unwrap_or(0)
+    }
+
+    /// Records a full sample's refaults (`None`: its first full sample, nothing to compare).
+    fn record_refaults(&mut self, bytes: Option<u64>) {
+        match bytes {
+            Some(b) => {
+                self.refaults.rotate_right(1);
+                self.refaults[0] = b;
+            }
+            None => self.refaults = [0; REACH_HOLD],
+        }
+    }
 }
 
 impl Drop for Controller {
@@ -535,7 +560,8 @@ impl Controller {
                     originals: h.originals(),
                     reclaim_supported: m.reclaim_supported,
                     provisional: m.last.is_none(),
-                    refaulted: m.refaulted,
+                    refaulted: m.refaulted(),
+                    refaulted_lately: m.refaulted_lately(),
                 };
                 Some((row, law_row))
             })
@@ -590,7 +616,7 @@ impl Controller {
                     state: (*state)?,
                     overridden: self.ledger.override_in_force(p).is_some(),
                     holding: self.ledger.holding(p)?,
-                    refaulted: self.managed.get(p)?.refaulted,
+                    refaulted: self.managed.get(p)?.refaulted(),
                 })
             })
             .collect();

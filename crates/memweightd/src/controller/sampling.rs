@@ -63,11 +63,11 @@ impl Controller {
                     if let Some(m) = self.managed.get_mut(path) {
                         // Reused: the refaults between the last two full samples stand.
                         if !reused {
-                            if let Some(last) = &m.last {
-                                m.refaulted = refaulted_bytes(&last.stat, &s.stat);
-                            } else {
-                                m.refaulted = 0;
-                            }
+                            let refaulted = m
+                                .last
+                                .as_ref()
+                                .map(|last| refaulted_bytes(&last.stat, &s.stat));
+                            m.record_refaults(refaulted);
                             // Taken while a write job runs, it may be mid-reclaim: sample
                             // again.
                             m.last = Some(Box::new(s.clone()));
@@ -260,7 +260,10 @@ fn provisional(current: u64, high: Limit, low: Limit) -> CgroupSample {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Managed;
     use super::*;
+    use crate::capacity::REACH_HOLD;
+    use crate::config::Settings;
 
     #[test]
     fn refaults_are_counted_in_bytes_of_both_kinds() {
@@ -276,5 +279,37 @@ mod tests {
         };
         assert_eq!(refaulted_bytes(&before, &now), 1 << 20, "256 pages");
         assert_eq!(refaulted_bytes(&now, &before), 0, "counters reset: nothing");
+    }
+
+    /// The law judges whether a cgroup reaches on the refaults of its last
+    /// [`REACH_HOLD`] full samples: a burst stays counted that long, then drops out.
+    #[test]
+    fn a_burst_of_refaults_is_held_for_reach_hold_samples() {
+        let mut m = Managed {
+            settings: Settings {
+                weight: 1,
+                min: 0,
+                max: None,
+            },
+            reclaim_supported: true,
+            last: None,
+            refaults: [0; REACH_HOLD],
+            refresh: false,
+        };
+        m.record_refaults(Some(4 << 20));
+        assert_eq!((m.refaulted(), m.refaulted_lately()), (4 << 20, 4 << 20));
+        for later in 1..REACH_HOLD {
+            m.record_refaults(Some(0));
+            assert_eq!(
+                (m.refaulted(), m.refaulted_lately()),
+                (0, 4 << 20),
+                "{later} samples later"
+            );
+        }
+        m.record_refaults(Some(0));
+        assert_eq!(m.refaulted_lately(), 0, "{REACH_HOLD} samples later: gone");
+        m.record_refaults(Some(1 << 20));
+        m.record_refaults(None);
+        assert_eq!(m.refaulted_lately(), 0, "a first full sample starts afresh");
     }
 }
