@@ -220,6 +220,16 @@ fn scanning(scanned: u64, psi: Option<Psi>) -> HostSample {
     }
 }
 
+/// A host the kernel's reclaim is working on (kswapd scanned since the carried count) with
+/// PSI `some` %, and that carry.
+fn reclaiming(some: f64) -> (HostSample, Carry) {
+    let carry = Carry {
+        scanned: Some(100),
+        ..Carry::default()
+    };
+    (scanning(150, Some(psi(some))), carry)
+}
+
 /// A 1 GiB host with nothing available and 1 GiB of free swap.
 fn short_host(psi: Option<Psi>) -> HostSample {
     HostSample {
@@ -450,11 +460,7 @@ fn regression_protection_of_everything_they_held_starved_the_services_beside() {
 fn regression_a_stall_without_refaults_held_down_the_neighbour() {
     let capacity = kernel_capacity();
     let law = shipped_law(&capacity);
-    let short = scanning(150, Some(psi(30.0)));
-    let carry = Carry {
-        scanned: Some(100),
-        ..Carry::default()
-    };
+    let (short, carry) = reclaiming(30.0);
     let resident = [plain(200 * MIB, 1, 2.0, 0), plain(200 * MIB, 2, 6.0, 0)];
     let names = names(&resident);
     let out = step(&law, &rows(&resident, &names), &short, None, None, carry);
@@ -483,11 +489,7 @@ fn regression_a_stall_without_refaults_held_down_the_neighbour() {
 fn regression_memory_low_flipped_each_tick_between_bursts_of_refaults() {
     let capacity = kernel_capacity();
     let law = shipped_law(&capacity);
-    let short = scanning(150, Some(psi(30.0)));
-    let carry = Carry {
-        scanned: Some(100),
-        ..Carry::default()
-    };
+    let (short, carry) = reclaiming(30.0);
     let between_bursts = |lately: u64| {
         let mut reaching = swapped(96 * MIB, 1, 0.5, 0, 20 * MIB);
         reaching.refaulted_lately = lately;
@@ -563,11 +565,7 @@ fn regression_a_held_cgroup_just_under_its_share_was_let_go_and_they_took_turns(
 fn regression_the_few_mib_swapped_as_a_step_began_held_the_lightest_container() {
     let capacity = kernel_capacity();
     let law = shipped_law(&capacity);
-    let short = scanning(150, Some(psi(10.0)));
-    let carry = Carry {
-        scanned: Some(100),
-        ..Carry::default()
-    };
+    let (short, carry) = reclaiming(10.0);
     let at_step = |swap: u64| {
         [
             plain(200 * MIB, 1, 0.5, 0),
