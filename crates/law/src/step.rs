@@ -400,12 +400,12 @@ pub fn limit_above(a: Limit, b: Limit) -> bool {
 /// Whether a cgroup reaches for more than it holds (`kernel` mode): reclaim takes memory it
 /// still uses — it faulted back at least [`capacity::REFAULT_DEMAND`] between two consecutive
 /// full samples among its last [`capacity::REACH_HOLD`], or faulted back some and its own
-/// memory PSI is at least [`capacity::STALL_DEMAND_PCT`]. A stall alone is not enough: while the host is short every
-/// cgroup's tasks stall in the kernel's direct reclaim, and a container holding all it wants
-/// (host guest, 6.12, balloon 200 of 1024 MiB, 2026-11-26: 200 of its 200 MiB, nothing
-/// faulted back, PSI over 1 %) was then given the whole pool as its demand, and the weight-1
-/// container beside it was held down to its share where the kernel alone left all three
-/// resident.
+/// memory PSI is at least [`capacity::STALL_DEMAND_PCT`]. A stall alone is not enough: while
+/// the host is short every cgroup's tasks stall in the kernel's direct reclaim, and a
+/// container holding all it wants (host guest, 6.12, balloon 200 of 1024 MiB, 2026-11-26: 200
+/// of its 200 MiB, nothing faulted back, PSI over 1 %) was then given the whole pool as its
+/// demand, and the weight-1 container beside it was held down to its share where the kernel
+/// alone left all three resident.
 fn reaching(r: &Row<'_>) -> bool {
     let lately = r.refaulted_lately.max(r.refaulted);
     lately >= capacity::REFAULT_DEMAND
