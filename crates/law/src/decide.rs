@@ -124,21 +124,6 @@ impl Writes {
     pub fn is_empty(&self) -> bool {
         self.high.is_none() && self.low.is_none() && self.reclaim.is_none()
     }
-
-    /// Where the memory.reclaim is to take usage, for writes decided on `usage`: the bytes
-    /// asked below it, or below the memory.high written with them when that is lower (the
-    /// write itself reclaims down to it). `None` without a memory.reclaim.
-    #[must_use]
-    pub fn reclaim_goal(&self, usage: u64) -> Option<u64> {
-        self.reclaim
-            .map(|bytes| reclaim_from(usage, self.high).saturating_sub(bytes))
-    }
-}
-
-/// Where a memory.reclaim starts from: `usage`, or the memory.high written before it when
-/// that is lower.
-fn reclaim_from(usage: u64, high: Option<Limit>) -> u64 {
-    usage.min(high.and_then(Limit::bytes).unwrap_or(u64::MAX))
 }
 
 /// The floor below which memory.high is never set.
@@ -236,7 +221,11 @@ pub fn decide(
     {
         // A memory.high write below usage reclaims down to it by itself; usage that stays
         // above a limit already in force (the workload outran the throttle) is taken too.
-        let over = reclaim_from(obs.usage, w.high).saturating_sub(next);
+        let from = match w.high {
+            Some(h) => obs.usage.min(h.bytes().unwrap_or(u64::MAX)),
+            None => obs.usage,
+        };
+        let over = from.saturating_sub(next);
         if over > reclaim_slack(obs.usage) {
             w.reclaim = Some(over);
         }
@@ -326,7 +315,6 @@ mod tests {
             Some(20 * MIB),
             "from 274 down to half a guard below: 254"
         );
-        assert_eq!(w.reclaim_goal(300 * MIB), Some(254 * MIB));
         let plain = Knobs { centre: false, ..k };
         let w = decide(
             &obs(300 * MIB, Limit::Max),
@@ -338,21 +326,6 @@ mod tests {
         );
         assert_eq!(w.high, Some(Limit::Bytes(284 * MIB)), "a whole guard above");
         assert_eq!(w.reclaim, Some(20 * MIB), "from 284 down to the target");
-        assert_eq!(w.reclaim_goal(300 * MIB), Some(264 * MIB));
-        // Without a memory.high write it starts from usage.
-        let w = decide(
-            &obs(270 * MIB, Limit::Bytes(300 * MIB)),
-            &orig(),
-            Some(264 * MIB),
-            0,
-            16 * MIB,
-            &Knobs {
-                guard: Amount::Bytes(36 * MIB),
-                ..plain
-            },
-        );
-        assert_eq!((w.high, w.reclaim), (None, Some(6 * MIB)), "{w:?}");
-        assert_eq!(w.reclaim_goal(270 * MIB), Some(264 * MIB));
         // Never below the floor.
         let w = decide(
             &obs(300 * MIB, Limit::Max),

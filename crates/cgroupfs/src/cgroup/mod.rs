@@ -7,7 +7,7 @@
 //!   ([`CgroupFs::walk`], [`CgroupFs::children`]), a cgroup's id; and the one place that
 //!   decides what "gone" means (`is_gone`, `wrap`), which the other rooms use;
 //! * `read`: a cgroup's memory state ([`CgroupFs::sample`], [`CgroupFs::sample_light`],
-//!   [`CgroupFs::current`], [`CgroupFs::pressure`]) through one reused buffer per thread (`Reader`, which
+//!   [`CgroupFs::pressure`]) through one reused buffer per thread (`Reader`, which
 //!   [`crate::ProcFs`] uses for the host's PSI too); parsing is [`crate::parse`]'s;
 //! * `write`: `memory.high`, `memory.low` and `memory.reclaim`, with existing files only
 //!   (`create(false)`); there is no writer of `memory.max`;

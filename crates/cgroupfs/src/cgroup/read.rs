@@ -1,6 +1,5 @@
 //! A cgroup's memory state: [`CgroupFs::sample`] (the ten files of [`SAMPLE_FILES`]),
-//! [`CgroupFs::sample_light`] (the three that change in a steady cgroup),
-//! [`CgroupFs::current`] (usage alone, between the pieces of a reclaim) and
+//! [`CgroupFs::sample_light`] (the three that change in a steady cgroup) and
 //! [`CgroupFs::pressure`], read through a `Reader` whose buffer each thread reuses.
 //!
 //! Not here: parsing the files' formats ([`crate::parse`]), what "gone" means (the parent
@@ -177,16 +176,6 @@ impl CgroupFs {
     /// be read or parsed.
     pub fn pressure(&self, rel: &str) -> Result<Option<Psi>, Error> {
         Reader::new(self.resolve(rel)?).read_psi("memory.pressure")
-    }
-
-    /// Reads cgroup `rel`'s `memory.current` alone: `Ok(None)` if the cgroup is gone.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Escape`] for a bad name, [`Error::Io`] or [`Error::Parse`] if the file cannot
-    /// be read or parsed.
-    pub fn current(&self, rel: &str) -> Result<Option<u64>, Error> {
-        Reader::new(self.resolve(rel)?).read("memory.current", parse::single_u64)
     }
 
     /// Reads the memory state of cgroup `rel`; `Ok(None)` if it does not exist or was

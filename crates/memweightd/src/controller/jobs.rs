@@ -18,7 +18,6 @@ use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
 use super::Controller;
-use super::pieces::reclaim_in_pieces;
 use super::sampling::Sampled;
 use crate::decide::{Originals, Writes};
 use crate::ledger::Restored;
@@ -71,10 +70,9 @@ impl Controller {
                 let fs = Arc::clone(&self.fs);
                 let stopping = Arc::clone(&self.stopping);
                 let p = path.clone();
-                let goal = writes.reclaim_goal(s.current);
                 self.jobs.insert(
                     path.clone(),
-                    tokio::task::spawn_blocking(move || apply(&fs, &p, writes, goal, &stopping)),
+                    tokio::task::spawn_blocking(move || apply(&fs, &p, writes, &stopping)),
                 );
             }
         }
@@ -339,15 +337,8 @@ fn read_limit(
     }
 }
 
-/// Writes one cgroup's limits, high before low before reclaim (down to `goal`, a piece at a
-/// time: [`reclaim_in_pieces`]); runs on the blocking pool.
-fn apply(
-    fs: &CgroupFs,
-    path: &str,
-    writes: Writes,
-    goal: Option<u64>,
-    stopping: &AtomicBool,
-) -> JobResult {
+/// Writes one cgroup's limits, high before low before reclaim; runs on the blocking pool.
+fn apply(fs: &CgroupFs, path: &str, writes: Writes, stopping: &AtomicBool) -> JobResult {
     let mut r = JobResult {
         path: path.to_owned(),
         writes: Writes::default(),
@@ -384,21 +375,12 @@ fn apply(
             r.writes.low = Some(l);
         }
     }
-    if let (Some(bytes), Some(goal)) = (writes.reclaim, goal)
+    if let Some(bytes) = writes.reclaim
         && !r.gone
+        && !stopping.load(Ordering::SeqCst)
     {
-        let (res, asked) = reclaim_in_pieces(
-            bytes,
-            goal,
-            || fs.current(path),
-            |piece| fs.reclaim(path, piece),
-            || stopping.load(Ordering::SeqCst),
-        );
-        if asked > 0 && matches!(res, Ok(Reclaimed::Done | Reclaimed::Partial)) {
-            r.writes.reclaim = Some(asked);
-        }
-        match res {
-            Ok(Reclaimed::Done | Reclaimed::Partial) => {}
+        match fs.reclaim(path, bytes) {
+            Ok(Reclaimed::Done | Reclaimed::Partial) => r.writes.reclaim = Some(bytes),
             Ok(Reclaimed::Gone) => r.gone = true,
             Ok(Reclaimed::Unsupported) => r.reclaim_unsupported = true,
             Err(e) => r.errors.push(e.to_string()),

@@ -14,13 +14,11 @@
 //! * [`crate::ledger`]: every original limit, on disk before any write (not a room of the
 //!   controller: it does no I/O of its own and is tested alone).
 //! * `jobs`: the writes — one blocking job per cgroup, restores of recorded originals,
-//!   the ancestors' `memory.low`, the release at shutdown; `pieces`: its `memory.reclaim`,
-//!   asked a piece at a time down to the law's goal.
+//!   the ancestors' `memory.low`, the release at shutdown.
 //! * `report`: the [`TickReport`], a pure function of the step and the samples.
 
 mod jobs;
 mod membership;
-mod pieces;
 mod report;
 mod sampling;
 
