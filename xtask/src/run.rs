@@ -662,6 +662,10 @@ fn execute(
     fs::write(out.join("balloon.csv"), &balloon.csv)
         .with_context(|| format!("cannot write {}", out.join("balloon.csv").display()))?;
     let wall = outcome.wall.as_secs_f64();
+    // An `end_when_done` run is judged on the seconds it ran.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // Whole seconds ≥ 0.
+    let ran = scenario.as_ran(decoder.last_sample_t().map(|t| t.max(0.0).floor() as u64));
+    let scenario = &ran;
     // Write what arrived even if the run failed: it is what one debugs with.
     write_outputs(out, name, k, scenario, decoder.partial(), wall)?;
     let mut problems = Vec::new();

@@ -226,6 +226,13 @@ pub struct Scenario {
     pub ci_kernels: Vec<Kernel>,
     /// Seconds the scenario runs once the workloads are started.
     pub duration: u64,
+    /// `duration` is a limit, not the length: the run ends at the first second at which every
+    /// timed event (workload, daemon, pressure and balloon step, command) is past and no
+    /// command still runs. For scenarios whose last part is a chain of steps that each wait for
+    /// the one before: TCG's pace decides how long they take, so a fixed end either cuts
+    /// them off on a slow day or idles on a fast one. The results are judged on what ran.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub end_when_done: bool,
     /// Managed cgroups, created under `/sys/fs/cgroup/lab/`.
     #[serde(default, rename = "cgroup")]
     pub cgroups: Vec<CgroupSpec>,
@@ -629,6 +636,31 @@ impl Scenario {
         }
         phases.push((start, self.duration));
         phases
+    }
+
+    /// The second of the last timed event: a workload's or the daemon's start, a pressure or
+    /// balloon step, a command. With `end_when_done` the run may end once this is past.
+    pub fn last_event(&self) -> u64 {
+        let daemon = self.daemon.enabled.then_some(self.daemon.start);
+        self.cgroups
+            .iter()
+            .map(|c| c.start)
+            .chain(daemon)
+            .chain(self.pressure.iter().chain(&self.balloon).map(|p| p.at))
+            .chain(self.commands.iter().map(|c| c.at))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The scenario as it ran when its last sample was at second `last`: with
+    /// `end_when_done`, `duration` becomes the second it ended at (phases, plots and checks
+    /// judge what ran); otherwise unchanged.
+    pub fn as_ran(&self, last: Option<u64>) -> Scenario {
+        let mut ran = self.clone();
+        if let (true, Some(last)) = (self.end_when_done, last) {
+            ran.duration = last.clamp(1, self.duration);
+        }
+        ran
     }
 
     /// What the agent writes to `lab/memory.low`, if anything.

@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use lab_agent::record::Record;
-use lab_agent::scenario::{Action, Guest, LAB_PARENT, PRESSURE_CGROUP, Runtime, Scenario};
+use lab_agent::scenario::{
+    Action, Guest, LAB_PARENT, PRESSURE_CGROUP, PressureStep, Runtime, Scenario,
+};
 
 use crate::console::Emitter;
 use crate::host;
@@ -241,59 +243,30 @@ impl Lab {
         self.t0.elapsed().as_secs_f64()
     }
 
+    /// The scenario's loop: every second, what falls due starts and one sample is taken.
+    ///
+    /// The timeline is the clock's. When the guest stalls (the host guest under the balloon
+    /// thrashes its own file pages: host-podman on 6.1, 2026-11-29, stalled 16 and 28 s), the
+    /// seconds missed are not replayed one sample each: their events start at once, in order,
+    /// and one sample covers them. Replayed, the loop ran up to 45 s behind the clock for a
+    /// minute, and the steps timed against the balloon (which the host drives by the clock)
+    /// started after it had deflated.
     pub(crate) fn run_loop(&mut self, scenario: &Scenario, em: &mut Emitter) -> Result<()> {
         self.t0 = Instant::now();
         let mut steps = scenario.pressure.clone();
         steps.sort_by_key(|p| p.at);
-        for tick in 0..=scenario.duration {
+        let last_event = scenario.last_event();
+        let mut tick = 0;
+        while tick <= scenario.duration {
             let due = self.t0 + Duration::from_secs(tick);
             if let Some(wait) = due.checked_duration_since(Instant::now()) {
                 thread::sleep(wait);
             }
-            for (i, c) in scenario.cgroups.iter().enumerate() {
-                if c.start == tick {
-                    self.start_workload(i, &c.argv(), Some(&c.labels), em)?;
-                    self.start_client(i, &c.client_argv(), em)?;
-                }
+            let reached = self.t0.elapsed().as_secs().clamp(tick, scenario.duration);
+            for second in tick..=reached {
+                self.start_due(scenario, &steps, second, em)?;
             }
-            if scenario.daemon.enabled && scenario.daemon.start == tick {
-                self.start_daemon(em)?;
-            }
-            if tick == 0
-                && let Some(argv) = scenario.pressure_argv()
-            {
-                self.start_pressure(&argv, em);
-            }
-            for step in steps.iter().filter(|p| p.at == tick) {
-                self.pressure_step(step.size, em);
-            }
-            for (index, cmd) in scenario.commands.iter().enumerate() {
-                if cmd.at != tick {
-                    continue;
-                }
-                match (&cmd.run, cmd.action) {
-                    (Some(line), _) => {
-                        let kind = if cmd.assert { "assert" } else { "command" };
-                        let file = format!("{index:02}-{}", slug(line));
-                        let timeout = cmd.timeout.map_or(COMMAND_TIMEOUT, Duration::from_secs);
-                        self.start_command(file, kind, line, timeout, em);
-                    }
-                    (None, Some(Action::StopDaemon)) => self.stop_daemon(em),
-                    (None, Some(Action::KillDaemon)) => self.kill_daemon(em),
-                    (None, Some(Action::StartDaemon)) => {
-                        self.daemon_stopping = false;
-                        if let Err(e) = self.start_daemon(em) {
-                            em.event(self.now(), "start-daemon", format!("{e:#}"), false);
-                        }
-                    }
-                    (None, Some(Action::RemoveCgroup)) => {
-                        if let Some(name) = &cmd.cgroup {
-                            self.remove_cgroup(name, em);
-                        }
-                    }
-                    (None, None) => {}
-                }
-            }
+            tick = reached + 1;
             if self.host {
                 self.resolve_containers(scenario, em);
             }
@@ -301,6 +274,74 @@ impl Lab {
             let sample = self.sample();
             em.progress(&sample.progress_line(&self.weights));
             em.record(&Record::Sample(sample));
+            if scenario.end_when_done && reached >= last_event && self.commands.is_empty() {
+                em.event(
+                    self.now(),
+                    "end",
+                    format!(
+                        "every command done at {reached} s (end_when_done; the limit is {} s)",
+                        scenario.duration
+                    ),
+                    true,
+                );
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts what the scenario has at second `tick`: workloads and their clients, the
+    /// daemon, the pressure process and its steps, the timed commands and actions.
+    fn start_due(
+        &mut self,
+        scenario: &Scenario,
+        steps: &[PressureStep],
+        tick: u64,
+        em: &mut Emitter,
+    ) -> Result<()> {
+        for (i, c) in scenario.cgroups.iter().enumerate() {
+            if c.start == tick {
+                self.start_workload(i, &c.argv(), Some(&c.labels), em)?;
+                self.start_client(i, &c.client_argv(), em)?;
+            }
+        }
+        if scenario.daemon.enabled && scenario.daemon.start == tick {
+            self.start_daemon(em)?;
+        }
+        if tick == 0
+            && let Some(argv) = scenario.pressure_argv()
+        {
+            self.start_pressure(&argv, em);
+        }
+        for step in steps.iter().filter(|p| p.at == tick) {
+            self.pressure_step(step.size, em);
+        }
+        for (index, cmd) in scenario.commands.iter().enumerate() {
+            if cmd.at != tick {
+                continue;
+            }
+            match (&cmd.run, cmd.action) {
+                (Some(line), _) => {
+                    let kind = if cmd.assert { "assert" } else { "command" };
+                    let file = format!("{index:02}-{}", slug(line));
+                    let timeout = cmd.timeout.map_or(COMMAND_TIMEOUT, Duration::from_secs);
+                    self.start_command(file, kind, line, timeout, em);
+                }
+                (None, Some(Action::StopDaemon)) => self.stop_daemon(em),
+                (None, Some(Action::KillDaemon)) => self.kill_daemon(em),
+                (None, Some(Action::StartDaemon)) => {
+                    self.daemon_stopping = false;
+                    if let Err(e) = self.start_daemon(em) {
+                        em.event(self.now(), "start-daemon", format!("{e:#}"), false);
+                    }
+                }
+                (None, Some(Action::RemoveCgroup)) => {
+                    if let Some(name) = &cmd.cgroup {
+                        self.remove_cgroup(name, em);
+                    }
+                }
+                (None, None) => {}
+            }
         }
         Ok(())
     }

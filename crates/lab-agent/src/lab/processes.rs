@@ -429,24 +429,52 @@ impl Lab {
             };
             if let Some((how, ok)) = finished {
                 let done = self.commands.swap_remove(i);
-                let output = read(&done.output).unwrap_or_default();
-                let mut detail = format!("{} -> {how}", done.run);
-                if !ok {
-                    // What it printed is what one debugs a failure with, and a CI log may be
-                    // all one has of it.
-                    detail.push_str(&output_tail(&output, FAILED_OUTPUT_LINES));
-                }
-                em.event(t, done.kind, detail, ok);
-                let mut text = format!("$ {}\n# at t={:.1}s, {how}\n", done.run, done.at);
-                text.push_str(&output);
-                let name = format!("commands/{}.txt", done.file);
-                let path = Path::new(WORK_DIR).join(format!("cmd-{}.out", done.file));
-                if fs::write(&path, text).is_ok() {
-                    self.command_files.push((name, path));
-                }
+                self.record_command(&done, &how, ok, t, em);
             } else {
                 i += 1;
             }
+        }
+    }
+
+    /// Kills the commands still running when the run ends and records each as failed, with
+    /// what it printed: a step cut off by the end is what one debugs a slow run with.
+    pub(super) fn end_commands(&mut self, em: &mut Emitter) {
+        let t = self.now();
+        for mut pending in std::mem::take(&mut self.commands) {
+            let _ = pending.child.kill();
+            let _ = pending.child.wait();
+            let how = format!(
+                "still running at the end of the run ({:.0} s after it started): killed",
+                pending.started.elapsed().as_secs_f64()
+            );
+            self.record_command(&pending, &how, false, t, em);
+        }
+    }
+
+    /// One finished command: its event (a failure carries the tail of its output) and its
+    /// output file for the host.
+    fn record_command(
+        &mut self,
+        done: &PendingCommand,
+        how: &str,
+        ok: bool,
+        t: f64,
+        em: &mut Emitter,
+    ) {
+        let output = read(&done.output).unwrap_or_default();
+        let mut detail = format!("{} -> {how}", done.run);
+        if !ok {
+            // What it printed is what one debugs a failure with, and a CI log may be all one
+            // has of it.
+            detail.push_str(&output_tail(&output, FAILED_OUTPUT_LINES));
+        }
+        em.event(t, done.kind, detail, ok);
+        let mut text = format!("$ {}\n# at t={:.1}s, {how}\n", done.run, done.at);
+        text.push_str(&output);
+        let name = format!("commands/{}.txt", done.file);
+        let path = Path::new(WORK_DIR).join(format!("cmd-{}.out", done.file));
+        if fs::write(&path, text).is_ok() {
+            self.command_files.push((name, path));
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The end of a run: the daemon stopped (SIGTERM, or the unit stopped in the host guest) and
-//! its exit recorded, the workloads, the hog and pending commands killed; then the files the
-//! host wants (the daemon's log and config, the containers, the commands' output) sent as
-//! records.
+//! its exit recorded, the workloads, the hog and pending commands killed (each command recorded
+//! as failed, with its output); then the files the host wants (the daemon's log and config, the
+//! containers, the commands' output) sent as records.
 //!
 //! Not here: the loop (`lab`), the processes' start (`processes`).
 
@@ -77,10 +77,7 @@ impl Lab {
             let _ = hog.kill();
             let _ = hog.wait();
         }
-        for mut pending in self.commands.drain(..) {
-            let _ = pending.child.kill();
-            let _ = pending.child.wait();
-        }
+        self.end_commands(em);
     }
 
     pub(crate) fn emit_files(&self, em: &mut Emitter) {

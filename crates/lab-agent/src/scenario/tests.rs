@@ -245,3 +245,36 @@ fn without_the_daemon_the_commands_marked_with_daemon_are_dropped() {
     let again = Scenario::parse(&without.to_toml().expect("serialises")).expect("parses");
     assert_eq!(again.commands, without.commands);
 }
+
+#[test]
+fn end_when_done_judges_the_seconds_that_ran_and_needs_commands_and_an_empty_balloon() {
+    let s = Scenario::parse(EXAMPLE).expect("example parses");
+    // The example's last timed event is the pressure step at 60 s (its commands are at 40, 50).
+    assert_eq!(s.last_event(), 60);
+    // Without end_when_done a run is judged on its whole duration, however far it got.
+    assert_eq!(s.as_ran(Some(70)).duration, 120);
+    let mut early = s.clone();
+    early.end_when_done = true;
+    let ran = early.as_ran(Some(70));
+    assert_eq!(ran.duration, 70);
+    assert_eq!(ran.phases(), vec![(0, 30), (30, 60), (60, 70)]);
+    // Never past the limit, never zero, unchanged when no sample arrived.
+    assert_eq!(early.as_ran(Some(500)).duration, 120);
+    assert_eq!(early.as_ran(Some(0)).duration, 1);
+    assert_eq!(early.as_ran(None).duration, 120);
+    let text = early.to_toml().expect("serialises");
+    assert_eq!(Scenario::parse(&text).expect("reparses"), early);
+
+    let no_commands = "duration = 5\nend_when_done = true\n";
+    let err = Scenario::parse(no_commands).expect_err("nothing to wait for");
+    assert!(
+        err.to_string().contains("at least one [[command]]"),
+        "{err}"
+    );
+    let held = "duration = 50\nend_when_done = true\nguest = \"host\"\n\
+                [[balloon]]\nat = 5\nsize = \"100M\"\n[[command]]\nat = 1\nrun = \"true\"\n";
+    let err = Scenario::parse(held).expect_err("the balloon still holds memory");
+    assert!(err.to_string().contains("size = \"0\""), "{err}");
+    let given_back = format!("{held}[[balloon]]\nat = 9\nsize = \"0\"\n");
+    assert!(Scenario::parse(&given_back).is_ok());
+}

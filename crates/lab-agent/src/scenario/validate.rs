@@ -11,6 +11,26 @@ impl Scenario {
         if self.duration == 0 {
             return bad("duration must be at least 1 second".into());
         }
+        if self.end_when_done {
+            // The host deflates the balloon at `duration`; a run that ends before it must
+            // have given the memory back itself, or collecting the results crawls.
+            if let Some(last) = self.balloon.iter().max_by_key(|b| b.at)
+                && last.size.0 != 0
+            {
+                return bad(format!(
+                    "end_when_done needs the balloon's last step to give everything back \
+                     (a [[balloon]] with size = \"0\"); its last, at {}s, holds {}",
+                    last.at, last.size
+                ));
+            }
+            if self.commands.is_empty() {
+                return bad(
+                    "end_when_done needs at least one [[command]]: the run ends when \
+                            they are done"
+                        .into(),
+                );
+            }
+        }
         if self.cpus == 0 {
             return bad("cpus must be at least 1".into());
         }
