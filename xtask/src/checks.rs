@@ -211,23 +211,38 @@ fn one(check: &Check, scenario: &Scenario, results: &Results, summary: &Summary)
     };
     match check {
         Check::MaxErrorPct { max, from, until } => {
-            let worst = summary
+            let (unsettled, judged): (Vec<_>, Vec<_>) = summary
                 .phases
                 .iter()
                 .filter(|p| p.start >= *from && until.is_none_or(|u| p.end <= u))
+                .partition(|p| p.unsettled);
+            let worst = judged
+                .iter()
                 .flat_map(|p| p.cgroups.iter().map(move |c| (p.index, c)))
                 .filter_map(|(i, c)| c.error_pct.map(|e| (i, c.name.as_str(), e)))
                 .max_by(|a, b| a.2.abs().total_cmp(&b.2.abs()));
+            // A phase whose balloon came too late to settle is said, not judged.
+            let skipped: String = unsettled
+                .iter()
+                .map(|p| {
+                    format!(
+                        "; phase {} not judged: the balloon arrived {:.0} s into its {} s",
+                        p.index,
+                        p.balloon_arrived_s.unwrap_or(f64::NAN),
+                        p.end - p.start
+                    )
+                })
+                .collect();
             match worst {
                 Some((phase, name, e)) => out(
                     format!("max-error-pct <= {max} (phases from {from}s)"),
                     e.abs() <= *max,
-                    format!("worst {e:+.1}% ({name}, phase {phase})"),
+                    format!("worst {e:+.1}% ({name}, phase {phase}){skipped}"),
                 ),
                 None => out(
                     format!("max-error-pct <= {max}"),
                     false,
-                    "no phase could be measured".into(),
+                    format!("no phase could be measured{skipped}"),
                 ),
             }
         }
