@@ -175,13 +175,11 @@ fn arrival(trace: &[(f64, u64)], goal: u64, ram: u64, start: u64, end: u64) -> O
         .map(|&(t, _)| t - start)
 }
 
-/// Whether a balloon that arrived `arrived` seconds into the phase leaves no window
-/// [`ARRIVAL_SETTLE_S`] after it (see [`PhaseSummary::unsettled`]).
+/// Whether the window ([`window_start`]) had to open before [`ARRIVAL_SETTLE_S`] after a
+/// balloon that arrived `arrived` seconds into the phase (see [`PhaseSummary::unsettled`]).
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // Seconds, ≥ 0.
-fn unsettled(start: u64, end: u64, arrived: Option<f64>) -> bool {
-    let half = start + (end - start) / 2;
-    let latest = end.saturating_sub(MIN_WINDOW_S).max(half);
-    arrived.is_some_and(|a| start + a.max(0.0).ceil() as u64 + ARRIVAL_SETTLE_S > latest)
+fn unsettled(start: u64, window_start: u64, arrived: Option<f64>) -> bool {
+    arrived.is_some_and(|a| start + a.max(0.0).ceil() as u64 + ARRIVAL_SETTLE_S > window_start)
 }
 
 /// The window of the phase `[start, end)`: its second half, opened no earlier than
@@ -424,7 +422,7 @@ pub fn summarize(
             ops_ratio,
             balloon_arrived_s,
             window_start,
-            unsettled: unsettled(start, end, balloon_arrived_s),
+            unsettled: unsettled(start, window_start, balloon_arrived_s),
             samples: window.len(),
             capacity,
             mem_available,
