@@ -138,7 +138,10 @@ pub const STALL_DEMAND_PCT: f64 = 1.0;
 pub const REFAULT_DEMAND: u64 = 1 << 20;
 
 /// `kernel`: a managed cgroup still counts as reaching ([`REFAULT_DEMAND`],
-/// [`STALL_DEMAND_PCT`]) for this many of its full samples after it last faulted memory back.
+/// [`STALL_DEMAND_PCT`]) for this many of its full samples after it last faulted memory back
+/// (the daemon samples such a cgroup in full every tick, so these are ticks: counted in the
+/// periodic full samples of a steady cgroup, a burst it had long faulted back held it
+/// reaching for up to 30 s; host-kube on 6.1, 2026-11-29).
 /// Refaults come in bursts, and judged on the last interval alone the protection of a
 /// container that reached flipped on and off from one tick to the next (the Redis pair, 6.12,
 /// the balloon's 500M step, 2026-11-28: `memory.low` 96 MiB, 0, 96, 0 … at 132–138 s; 5–15

@@ -215,9 +215,23 @@ pub fn step(
     // it, as in `reserve`; the pool stays what they hold, and what is reclaimed is at most the
     // excess above the shares, so it cannot ratchet below them.
     // Once started it lasts while the host stays short, so that the split does not flap as
-    // the reaching cgroup reaches its share.
+    // the reaching cgroup reaches its share — and while a cgroup the daemon holds presses at
+    // the memory.high it was given: the holds themselves can keep free memory above the
+    // kernel's low watermark, kswapd asleep and the host no longer "short"; ending there
+    // released every cgroup to regrow by its own speed, not its weight, until kswapd woke
+    // again (host-kube on 6.1, 2026-11-29: the weight-1 pod +12–13 % over its share). Free
+    // memory still reaches them by weight: on quiet ticks the pool takes MemAvailable in, and
+    // a held cgroup whose share rose a guard above its usage is released (`level` below).
+    let pressing = rows.iter().any(|r| {
+        limit_above(r.originals.high, r.sample.high)
+            && held(
+                r.sample.current,
+                r.sample.high,
+                guard_of(law, r.reclaim_supported),
+            )
+    });
     let enforcing = !conserving
-        || (cap.short && carry.enforcing)
+        || (carry.enforcing && (cap.short || pressing))
         || (cap.short
             && rows
                 .iter()
@@ -255,11 +269,16 @@ pub fn step(
                 // moment the sawtooth took it a page under, a throttled cgroup took 40 MiB
                 // from its neighbour before the next tick, and the two took turns (Table-2 on
                 // 6.12, 600M step: the weight-1 one +11–14 % over its share, one CI run in
-                // three).
+                // three). While the kernel's reclaim is idle its share includes free memory:
+                // it stays held and its memory.high rises with the share, so free memory
+                // reaches the held cgroups by weight; let go instead, two pods regrew 10–11
+                // MiB each by their own speed before the next tick held them again
+                // (host-kube on 6.12, 2026-11-29, the 320M step).
                 Level::Exact { .. } if conserving => d.level_share.filter(|&l| {
                     l < r.sample.current
                         || (limit_above(r.originals.high, r.sample.high)
-                            && r.sample.current.saturating_add(guard.of(l)) >= l)
+                            && (!cap.reclaiming
+                                || r.sample.current.saturating_add(guard.of(l)) >= l))
                 }),
                 Level::Exact { .. } => d.level_share,
                 // The floors alone overfill the pool: everyone is held at its floor.

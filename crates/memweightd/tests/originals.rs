@@ -880,6 +880,56 @@ async fn steady_cgroups_cost_one_read_and_never_hide_an_operator_change() {
     );
 }
 
+/// Regression (issue 19, host-kube on 6.1): a cgroup's refaults are held for `REACH_HOLD` of
+/// its full samples, and a steady cgroup got one every tenth tick, so a burst it had long
+/// faulted back kept it "reaching" (its demand the whole pool) for up to 30 s and the split's
+/// enforcement did not restart. A cgroup that faulted memory back in its last full samples is
+/// now sampled in full every tick, so the hold lasts `REACH_HOLD` ticks.
+#[tokio::test]
+async fn regression_a_refault_burst_kept_a_steady_cgroup_reaching_for_thirty_ticks() {
+    let tree = Tree::new();
+    let mut ctl = tree.controller(ROOMY);
+    for _ in 0..3 {
+        ctl.tick().await.expect("tick");
+    }
+    let refaulted = |r: &memweightd::controller::TickReport| {
+        r.cgroups
+            .iter()
+            .find(|c| c.cgroup == "lab/c2")
+            .expect("c2")
+            .refaulted
+            .unwrap_or(u64::MAX)
+    };
+    // 8 MiB faulted back, usage unchanged: seen at c2's next full sample.
+    let stat = tree.cg(1).read_file("memory.stat");
+    tree.cg(1).write_file(
+        "memory.stat",
+        &stat.replace("workingset_refault_anon 0", "workingset_refault_anon 2048"),
+    );
+    let mut seen = Vec::new();
+    for _ in 0..12 {
+        seen.push(refaulted(&ctl.tick().await.expect("tick")));
+    }
+    let at = seen
+        .iter()
+        .position(|&b| b == 8 * MIB)
+        .unwrap_or_else(|| panic!("the burst was never seen: {seen:?}"));
+    assert_eq!(
+        seen.get(at + 1),
+        Some(&0),
+        "the tick after the burst was not a full sample: {seen:?}"
+    );
+    // Its hold over (REACH_HOLD = 3 full samples without refaults), it is steady again.
+    for _ in 0..3 {
+        ctl.tick().await.expect("tick");
+    }
+    let failed = full_samples(&tree, &mut ctl, 1, 20).await;
+    assert!(
+        (1..=3).contains(&failed),
+        "{failed} full samples in 20 ticks once its hold ended (want 2: every tenth tick)"
+    );
+}
+
 /// Regression (issue 11 review): the steady-sampling check counted the reclaim guard even with
 /// `reclaim = false`, where memory.high has no guard above the target: a cgroup at 92 % of an
 /// operator's memory.high counted as held and was sampled in full every tick.

@@ -121,8 +121,9 @@ impl Controller {
 
     /// Samples one cgroup: all ten files, or — for a managed cgroup that is steady (its
     /// `memory.current` within [`STEADY_BYTES`] or 1/64 of its last full sample, not held at
-    /// its `memory.high`, nothing written to it since, not due for its periodic full sample)
-    /// — `memory.current`,
+    /// its `memory.high`, nothing written to it since, nothing faulted back in its last
+    /// [`REACH_HOLD`](crate::capacity::REACH_HOLD) full samples, not due for its periodic full
+    /// sample) — `memory.current`,
     /// `memory.high` and `memory.low` afresh with the rest (`memory.stat`, events, PSI, swap,
     /// `memory.min`/`memory.max`) reused (`true`). Idle cgroups so cost three reads a tick,
     /// not ten, and the limits an operator may change are still read every tick.
@@ -152,6 +153,10 @@ impl Controller {
         if let Some(m) = self.managed.get(path)
             && let Some(last) = &m.last
             && !m.refresh
+            // Faulted memory back lately: sampled in full every tick, so that the law's
+            // hold on it ends REACH_HOLD ticks after its last burst, not REACH_HOLD periodic
+            // samples (up to 30 s) later (issue 19, host-kube on 6.1).
+            && m.refaulted_lately() == 0
             && !self.jobs.contains_key(path)
             && !self
                 .ticks
