@@ -92,7 +92,8 @@ pub struct Step {
     /// `None` when the policy rejected its inputs (a bug: nothing is written).
     pub rejected: Option<String>,
     /// The split is enforced beyond memory.low this tick: always in `reserve` and `fixed`; in
-    /// `kernel` while the host is short and a cgroup reaching for memory is below its share.
+    /// `kernel` from when the host is short and a cgroup reaching for memory is below its
+    /// share, until the host is no longer short and no held cgroup presses at its memory.high.
     pub enforcing: bool,
     /// Per row, in order.
     pub cgroups: Vec<CgroupStep>,
