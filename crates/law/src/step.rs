@@ -221,16 +221,18 @@ pub fn step(
     // kernel's low watermark, kswapd asleep and the host no longer "short"; ending there
     // released every cgroup to regrow by its own speed, not its weight, until kswapd woke
     // again (host-kube on 6.1, 2026-11-29: the weight-1 pod +12–13 % over its share). Free
-    // memory still reaches them by weight: on quiet ticks the pool takes MemAvailable in, and
-    // a held cgroup whose share rose a guard above its usage is released (`level` below).
-    let pressing = rows.iter().any(|r| {
-        limit_above(r.originals.high, r.sample.high)
-            && held(
-                r.sample.current,
-                r.sample.high,
-                guard_of(law, r.reclaim_supported),
-            )
-    });
+    // memory still reaches them by weight: on quiet ticks the pool takes MemAvailable in and
+    // a held cgroup's memory.high rises with its share (`level` below).
+    let at_high = |r: &Row<'_>| {
+        held(
+            r.sample.current,
+            r.sample.high,
+            guard_of(law, r.reclaim_supported),
+        )
+    };
+    let pressing = rows
+        .iter()
+        .any(|r| limit_above(r.originals.high, r.sample.high) && at_high(r));
     let enforcing = !conserving
         || (carry.enforcing && (cap.short || pressing))
         || (cap.short
@@ -240,12 +242,7 @@ pub fn step(
                 .zip(&inputs)
                 .any(|((r, d), i)| {
                     i.demand.is_some()
-                        && (denied(r)
-                            || held(
-                                r.sample.current,
-                                r.sample.high,
-                                guard_of(law, r.reclaim_supported),
-                            ))
+                        && (denied(r) || at_high(r))
                         && r.sample
                             .current
                             .saturating_add(decide::reclaim_slack(d.entitlement))
