@@ -637,14 +637,17 @@ fn regression_the_daemons_own_holds_ended_the_shortage_and_released_every_pod() 
         plain(200 * MIB, 3, 0.5, 0),
     ];
     let names = names(&pods);
-    let out = step(
-        &law,
-        &rows(&pods, &names),
-        &quiet(2 * MIB),
-        None,
-        None,
-        carry,
-    );
+    let tick = |cgs: &[Cg], available: u64, carry: Carry| {
+        step(
+            &law,
+            &rows(cgs, &names),
+            &quiet(available),
+            None,
+            None,
+            carry,
+        )
+    };
+    let out = tick(&pods, 2 * MIB, carry);
     assert!(!out.capacity.short, "kswapd idle for SHORT_TICKS ticks");
     assert!(
         out.enforcing && out.next.enforcing,
@@ -657,14 +660,7 @@ fn regression_the_daemons_own_holds_ended_the_shortage_and_released_every_pod() 
 
     // The balloon deflates: 300 MiB available; the held pods' limits rise with their shares
     // (1:2 of what the weight-3 pod leaves: 186 and 372 MiB), not to max at once.
-    let out = step(
-        &law,
-        &rows(&pods, &names),
-        &quiet(300 * MIB),
-        None,
-        None,
-        carry,
-    );
+    let out = tick(&pods, 300 * MIB, carry);
     let highs: Vec<Option<u64>> = out.cgroups[..2]
         .iter()
         .map(|c| c.writes.high.and_then(Limit::bytes).map(|h| h / MIB))
@@ -683,14 +679,7 @@ fn regression_the_daemons_own_holds_ended_the_shortage_and_released_every_pod() 
             p
         })
         .collect();
-    let out = step(
-        &law,
-        &rows(&raised, &names),
-        &quiet(300 * MIB),
-        None,
-        None,
-        out.next,
-    );
+    let out = tick(&raised, 300 * MIB, out.next);
     assert!(!out.enforcing, "nobody presses, the host not short");
     for c in &out.cgroups[..2] {
         // Let go: back to max, written once usage comes within reach of the old limit.
