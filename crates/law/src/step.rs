@@ -117,16 +117,18 @@ pub fn step(
     carry: Carry,
 ) -> Step {
     let total_usage: u64 = rows.iter().map(|r| r.sample.current).sum();
+    // A cgroup held at its memory.high, and one held there by the daemon (below its own).
+    let at_high = |r: &Row<'_>| {
+        held(
+            r.sample.current,
+            r.sample.high,
+            guard_of(law, r.reclaim_supported),
+        )
+    };
+    let daemon_held = |r: &Row<'_>| limit_above(r.originals.high, r.sample.high) && at_high(r);
     let own_stall = rows
         .iter()
-        .filter(|r| {
-            limit_above(r.originals.high, r.sample.high)
-                && held(
-                    r.sample.current,
-                    r.sample.high,
-                    guard_of(law, r.reclaim_supported),
-                )
-        })
+        .filter(|r| daemon_held(r))
         .filter_map(|r| r.sample.pressure.as_ref().map(|p| p.some.avg10))
         .fold(0.0, f64::max);
     let (cap, next) = capacity::capacity(
@@ -223,16 +225,7 @@ pub fn step(
     // again (host-kube on 6.1, 2026-11-29: the weight-1 pod +12–13 % over its share). Free
     // memory still reaches them by weight: on quiet ticks the pool takes MemAvailable in and
     // a held cgroup's memory.high rises with its share (`level` below).
-    let at_high = |r: &Row<'_>| {
-        held(
-            r.sample.current,
-            r.sample.high,
-            guard_of(law, r.reclaim_supported),
-        )
-    };
-    let pressing = rows
-        .iter()
-        .any(|r| limit_above(r.originals.high, r.sample.high) && at_high(r));
+    let pressing = rows.iter().any(daemon_held);
     let enforcing = !conserving
         || (carry.enforcing && (cap.short || pressing))
         || (cap.short
