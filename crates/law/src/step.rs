@@ -58,6 +58,8 @@ pub struct Row<'a> {
     /// [`capacity::REACH_HOLD`] (at least `refaulted`): whether it reaches for memory is
     /// judged on this, so that its protection does not flip with the bursts of its refaults.
     pub refaulted_lately: u64,
+    /// Its trim from the last tick ([`CgroupStep::trim`]; 0 for a new cgroup).
+    pub trim: i64,
 }
 
 /// What the law decided for one cgroup.
@@ -73,6 +75,10 @@ pub struct CgroupStep {
     pub protect: u64,
     /// The writes that would move the cgroup there.
     pub writes: Writes,
+    /// `kernel`, enforcing: bytes its ceiling is to sit above (or below) its share next tick,
+    /// the integral of its share's error among the cgroups held with it ([`trims`]); 0 when it
+    /// is not held. Carried by the caller into the next tick's [`Row::trim`].
+    pub trim: i64,
 }
 
 /// What the law decided this tick.
@@ -242,13 +248,12 @@ pub fn step(
                             < d.entitlement
                 }));
 
-    let cgroups = rows
+    let levels: Vec<Option<u64>> = rows
         .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let d = &plan.decisions[i];
+        .zip(&plan.decisions)
+        .map(|(r, d)| {
             let guard = guard_of(law, r.reclaim_supported);
-            let level = match plan.level {
+            match plan.level {
                 // Work-conserving: memory.low carries the split; memory.high only follows a
                 // configured `max`, and the daemon reclaims nothing (see `ceiling` below).
                 _ if !enforcing => None,
@@ -275,7 +280,27 @@ pub fn step(
                 // The floors alone overfill the pool: everyone is held at its floor.
                 Level::Floors => Some(0),
                 Level::Unconstrained => None,
-            };
+            }
+        })
+        .collect();
+    let trimming = conserving && enforcing && matches!(plan.level, Level::Exact { .. });
+    let next_trims = trims(rows, &plan.decisions, trimming);
+
+    let cgroups = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let d = &plan.decisions[i];
+            let guard = guard_of(law, r.reclaim_supported);
+            // A held cgroup's ceiling is its share moved by its trim (carried from the last
+            // tick, so one tick's samples decide one tick's writes).
+            let level = levels[i].map(|l| {
+                if trimming {
+                    l.saturating_add_signed(r.trim)
+                } else {
+                    l
+                }
+            });
             // In `kernel` mode the split is the kernel's reclaim shaped by memory.low: each
             // cgroup is protected up to its weighted share of what they hold, so the kernel
             // takes memory outside the managed set and above the shares first, and a cgroup
@@ -326,6 +351,7 @@ pub fn step(
                 ceiling,
                 protect,
                 writes,
+                trim: next_trims[i],
             }
         })
         .collect();
@@ -348,6 +374,91 @@ pub fn step(
         cgroups,
         ancestors,
     }
+}
+
+/// A held cgroup's trim moves each tick by this part of its share's error.
+const TRIM_GAIN: i64 = 16;
+/// A trim is at most this part of the cgroup's share either way, and one tick's error below
+/// its share counts for at most as much.
+const TRIM_PART: i64 = 8;
+/// One tick's error above its share counts for at most this part of the share: a cgroup far
+/// above it is one the daemon is still bringing down (a step's transient), not one the
+/// kernel's reclaim spares.
+const TRIM_OVER_PART: i64 = 16;
+/// No trim moves while one of the cgroups held to a share is more than this part of its share
+/// above it.
+const TRIM_SETTLE_PART: i64 = 4;
+
+/// The trims for the next tick (`kernel`, while the split is enforced): for each cgroup held
+/// to a share by the water level (`level_share`: it wants more), the integral of how far below
+/// its share it sat beyond what those cgroups sat below theirs together, so that its ceiling
+/// rises while it sits below and those of the others fall. It counts while a bite has taken
+/// it so far below its share that it is let go to regrow, and its trim raises its ceiling once
+/// it is held again. The kernel's reclaim does not take from the held cgroups by weight: on
+/// the multi-gen LRU (6.12) kswapd takes a held cgroup in bites of 40-57 MiB every 10-20 s,
+/// below its memory.low too, and mostly the same ones; held at its share, the one it picks
+/// sat 4-15 % under it on average (host-kube, host-hostile, 2026-11-29), the others over.
+/// The errors are measured against the common one, so the trims sum to zero: what one gets
+/// the others give, and the pool stays what it is (no ratchet). Each is bounded to
+/// `share / TRIM_PART`; all are 0 while the split is not enforced or fewer than two cgroups
+/// are held to a share.
+fn trims(rows: &[Row<'_>], decisions: &[Decision], trimming: bool) -> Vec<i64> {
+    let mut out = vec![0; rows.len()];
+    // (row, share, its error clamped, above its share by more than a `TRIM_SETTLE_PART`)
+    let held: Vec<(usize, i64, i64, bool)> = rows
+        .iter()
+        .zip(decisions)
+        .enumerate()
+        .filter(|_| trimming)
+        .filter_map(|(i, (r, d))| {
+            let share = i64::try_from(d.level_share?).ok()?;
+            let current = i64::try_from(r.sample.current).ok()?;
+            let error = share - current;
+            let clamped = error.clamp(-share / TRIM_OVER_PART, share / TRIM_PART);
+            Some((i, share, clamped, -error > share / TRIM_SETTLE_PART))
+        })
+        .filter(|&(_, share, _, _)| share > 0)
+        .collect();
+    if held.len() < 2 {
+        return out;
+    }
+    let shares: i128 = held.iter().map(|&(_, s, _, _)| i128::from(s)).sum();
+    // While the daemon is still bringing one of them down from far above its share (a step
+    // has begun), where each sits is the step's doing, not the kernel's bias: the trims hold.
+    let settling = held.iter().any(|&(_, _, _, far)| far);
+    let errors: i128 = held.iter().map(|&(_, _, e, _)| i128::from(e)).sum();
+    // Each one's error beyond its part of the common one, added to its trim.
+    let mut next: Vec<i128> = held
+        .iter()
+        .map(|&(i, share, error, _)| {
+            let common = i128::from(share) * errors / shares;
+            let moved = if settling {
+                0
+            } else {
+                (i128::from(error) - common) / i128::from(TRIM_GAIN)
+            };
+            i128::from(rows[i].trim) + moved
+        })
+        .collect();
+    // Summing to zero (a cgroup that left the set took its trim with it), then scaled as one
+    // into their bounds, so that they still sum to zero.
+    let excess: i128 = next.iter().sum();
+    for (t, &(_, share, _, _)) in next.iter_mut().zip(&held) {
+        *t -= i128::from(share) * excess / shares;
+    }
+    let bound = |share: i64| i128::from(share / TRIM_PART);
+    let (num, den) = next
+        .iter()
+        .zip(&held)
+        .map(|(t, &(_, share, _, _))| (bound(share), t.abs()))
+        .filter(|&(b, t)| t > b)
+        .min_by(|a, b| (a.0 * b.1).cmp(&(b.0 * a.1)))
+        .unwrap_or((1, 1));
+    for (t, &(i, share, _, _)) in next.iter().zip(&held) {
+        let scaled = (t * num / den).clamp(-bound(share), bound(share));
+        out[i] = i64::try_from(scaled).unwrap_or(0);
+    }
+    out
 }
 
 /// Sum of descendants' protection per ancestor (the root itself excluded), each rounded up to

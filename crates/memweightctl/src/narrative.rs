@@ -63,6 +63,15 @@ pub fn narrative(e: &Explanation) -> Vec<String> {
             .unwrap_or_default(),
         s.reason
     ));
+    if let Some(t) = s.trim {
+        out.push(format!(
+            "its ceiling is {} {} its share: the kernel's reclaim took it {} often than the \
+             cgroups held beside it, and the trim makes up for it on average",
+            b(t.unsigned_abs()),
+            if t > 0 { "above" } else { "below" },
+            if t > 0 { "more" } else { "less" },
+        ));
+    }
     out.push(format!(
         "entitlement {} is what memory.low protects",
         b(s.entitlement)
@@ -165,6 +174,14 @@ mod tests {
         assert!(text.contains("under pressure"), "{text}");
         assert!(text.contains("1000 MiB above"), "{text}");
         assert!(text.contains("wrote: memory.high = 834 MiB"), "{text}");
+        assert!(!text.contains("trim"), "no trim, no line: {text}");
+        let mut trimmed = e.clone();
+        trimmed.status.trim = Some(12 << 20);
+        let text = narrative(&trimmed).join("\n");
+        assert!(
+            text.contains("its ceiling is 12 MiB above its share"),
+            "{text}"
+        );
         let mut quiet = e.clone();
         quiet.status.wrote_high = None;
         quiet.status.exceed = -(500 << 20);

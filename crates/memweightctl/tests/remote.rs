@@ -84,6 +84,7 @@ fn status_reply() -> Reply {
             entitlement: 750 << 20,
             floor: 16 << 20,
             ceiling: Some(834 << 20),
+            trim: None,
             high: Some(834 << 20),
             low: Some(750 << 20),
             swap: Some(0),

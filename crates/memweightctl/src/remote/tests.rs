@@ -15,6 +15,7 @@ pub(crate) fn status_row(cgroup: &str, overridden: bool) -> CgroupStatus {
         entitlement: 900 << 20,
         floor: 16 << 20,
         ceiling: None,
+        trim: None,
         high: None,
         low: Some(900 << 20),
         swap: None,

@@ -334,6 +334,7 @@ impl Controller {
                 last: None,
                 refaults: [0; REACH_HOLD],
                 refresh: true,
+                trim: 0,
             },
         );
     }

@@ -85,6 +85,8 @@ struct Managed {
     refaults: [u64; REACH_HOLD],
     /// The next tick must take a full sample: the daemon wrote to the cgroup.
     refresh: bool,
+    /// Its trim, carried from one tick's law to the next ([`step::CgroupStep::trim`]).
+    trim: i64,
 }
 
 impl Managed {
@@ -562,6 +564,7 @@ impl Controller {
                     provisional: m.last.is_none(),
                     refaulted: m.refaulted(),
                     refaulted_lately: m.refaulted_lately(),
+                    trim: m.trim,
                 };
                 Some((row, law_row))
             })
@@ -583,6 +586,11 @@ impl Controller {
             self.carry,
         );
         self.carry = step.next;
+        for (row, c) in rows.iter().zip(&step.cgroups) {
+            if let Some(m) = self.managed.get_mut(&row.wanted.path) {
+                m.trim = c.trim;
+            }
+        }
         if let Some(e) = &step.rejected {
             // Inputs are validated by the config and the protocol; this is a bug.
             error!(error = %e, "policy rejected its inputs; no writes this tick");

@@ -114,6 +114,7 @@ pub(super) fn build(
             floor,
             ceiling,
             writes,
+            trim,
             ..
         } = step.cgroups[index];
         let resolved = wanted.resolved.as_ref();
@@ -139,6 +140,7 @@ pub(super) fn build(
             entitlement: d.entitlement,
             floor,
             ceiling,
+            trim: (trim != 0).then_some(trim),
             high: s.high.bytes(),
             low: s.low.bytes(),
             swap: s.swap_current,

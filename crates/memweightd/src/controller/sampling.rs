@@ -300,6 +300,7 @@ mod tests {
             last: None,
             refaults: [0; REACH_HOLD],
             refresh: false,
+            trim: 0,
         };
         m.record_refaults(Some(4 << 20));
         assert_eq!((m.refaulted(), m.refaulted_lately()), (4 << 20, 4 << 20));

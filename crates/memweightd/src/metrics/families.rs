@@ -303,6 +303,11 @@ pub fn registry(snapshot: Option<&Published>, metrics: &Metrics) -> Registry {
         &rows(&|c| Some(saturating_i64(c.floor))),
     );
     b.per_cgroup(
+        "cgroup_trim_bytes",
+        "kernel mode, while the split is enforced: bytes the memory.high ceiling sits above (positive) or below the share, so that a cgroup the kernel's reclaim takes more often than the others holds its share on average.",
+        &rows(&|c| Some(c.trim.unwrap_or(0))),
+    );
+    b.per_cgroup(
         "cgroup_entitlement_bytes",
         "Entitlement: the weighted share of the pool that memory.low protects.",
         &rows(&|c| Some(saturating_i64(c.entitlement))),

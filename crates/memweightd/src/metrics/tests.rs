@@ -35,6 +35,7 @@ fn report(paths: &[&str]) -> TickReport {
                 entitlement: 1000 << 20,
                 floor: 16 << 20,
                 ceiling: None,
+                trim: None,
                 high: None,
                 low: Some(0),
                 swap: Some(4096),

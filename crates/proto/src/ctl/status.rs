@@ -148,6 +148,12 @@ pub struct CgroupStatus {
     pub floor: u64,
     /// Ceiling the policy puts on memory.high (`None`: none).
     pub ceiling: Option<u64>,
+    /// `kernel` mode, while the split is enforced: bytes the ceiling sits above (positive) or
+    /// below its water-level share, so that the cgroup holds its share on average where the
+    /// kernel's reclaim takes some held cgroups more often than others (`None`: none, or a
+    /// daemon that predates it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trim: Option<i64>,
     /// memory.high as read (`None`: max).
     pub high: Option<u64>,
     /// memory.low as read (`None`: max).

@@ -188,6 +188,7 @@ fn sample_status() -> CgroupStatus {
         entitlement: 700 << 20,
         floor: 16 << 20,
         ceiling: Some(834 << 20),
+        trim: Some(-(3 << 20)),
         high: Some(834 << 20),
         low: Some(700 << 20),
         swap: Some(0),
