@@ -76,7 +76,7 @@ pub struct CgroupStep {
     /// The writes that would move the cgroup there.
     pub writes: Writes,
     /// `kernel`, enforcing: bytes its ceiling is to sit above (or below) its share next tick,
-    /// the integral of its share's error among the cgroups held with it ([`trims`]); 0 when it
+    /// the integral of its share's error among the cgroups held with it (`step::trims`); 0 when it
     /// is not held. Carried by the caller into the next tick's [`Row::trim`].
     pub trim: i64,
 }

@@ -193,6 +193,24 @@ fn swapped(current: u64, weight: u32, some: f64, refaulted: u64, swap: u64) -> C
     c
 }
 
+/// [`plain`] reaching for memory (20 MiB faulted back) and held by a memory.high `above`
+/// bytes over what it holds.
+fn held_at(current: u64, weight: u32, some: f64, above: u64) -> Cg {
+    let mut c = plain(current, weight, some, 20 * MIB);
+    c.sample.high = Limit::Bytes(current + above);
+    c
+}
+
+/// What the last tick carries while `kernel` enforces the split, kswapd having scanned 100
+/// pages ([`scanning`] with more: it still scans).
+fn enforcing_carry() -> Carry {
+    Carry {
+        scanned: Some(100),
+        enforcing: true,
+        ..Carry::default()
+    }
+}
+
 /// The law with the shipped config's settings (16M floor, 10 % steps, reclaim with an 8 %
 /// guard, no idle tax) over `capacity`.
 fn shipped_law(capacity: &CapacityConfig) -> Law<'_> {
@@ -527,17 +545,11 @@ fn regression_a_held_cgroup_just_under_its_share_was_let_go_and_they_took_turns(
     let capacity = kernel_capacity();
     let law = shipped_law(&capacity);
     let short = scanning(150, Some(psi(30.0)));
-    let carry = Carry {
-        scanned: Some(100),
-        enforcing: true,
-        ..Carry::default()
-    };
-    let held_at = |current: u64| {
-        let mut c = plain(current, 1, 30.0, 20 * MIB);
-        c.sample.high = Limit::Bytes(current + 5 * MIB);
-        c
-    };
-    let cgs = [held_at(86 * MIB), plain(182 * MIB, 2, 11.0, 20 * MIB)];
+    let carry = enforcing_carry();
+    let cgs = [
+        held_at(86 * MIB, 1, 30.0, 5 * MIB),
+        plain(182 * MIB, 2, 11.0, 20 * MIB),
+    ];
     let names = names(&cgs);
     let out = step(&law, &rows(&cgs, &names), &short, None, None, carry);
     assert!(out.enforcing);
@@ -554,7 +566,10 @@ fn regression_a_held_cgroup_just_under_its_share_was_let_go_and_they_took_turns(
         "the one above its share too"
     );
     // A guard (8 %) and more below its share: the kernel takes from it, it is let go.
-    let cgs = [held_at(70 * MIB), plain(182 * MIB, 2, 11.0, 20 * MIB)];
+    let cgs = [
+        held_at(70 * MIB, 1, 30.0, 5 * MIB),
+        plain(182 * MIB, 2, 11.0, 20 * MIB),
+    ];
     let out = step(&law, &rows(&cgs, &names), &short, None, None, carry);
     assert_eq!(out.cgroups[0].ceiling, None);
     assert_eq!(out.cgroups[0].writes.high, Some(Limit::Max), "let go");
@@ -705,16 +720,8 @@ fn regression_the_kernels_bites_kept_one_held_container_under_its_share() {
     let capacity = kernel_capacity();
     let law = shipped_law(&capacity);
     let short = scanning(150, Some(psi(20.0)));
-    let carry = Carry {
-        scanned: Some(100),
-        enforcing: true,
-        ..Carry::default()
-    };
-    let held_at = |current: u64, weight: u32| {
-        let mut c = plain(current, weight, 20.0, 20 * MIB);
-        c.sample.high = Limit::Bytes(current + 2 * MIB);
-        c
-    };
+    let carry = enforcing_carry();
+    let held_at = |current: u64, weight: u32| held_at(current, weight, 20.0, 2 * MIB);
     // Weights 1:2:2 over 388 MiB: shares 77.6, 155.2, 155.2; the first bitten to 72, within
     // a guard of its share (still held).
     let mut cgs = vec![
@@ -812,16 +819,10 @@ fn regression_a_steps_start_wound_the_trims() {
     let capacity = kernel_capacity();
     let law = shipped_law(&capacity);
     let short = scanning(150, Some(psi(20.0)));
-    let carry = Carry {
-        scanned: Some(100),
-        enforcing: true,
-        ..Carry::default()
-    };
-    let held_at = |current: u64, weight: u32, trim: i64| {
-        let mut c = plain(current, weight, 20.0, 20 * MIB);
-        c.sample.high = Limit::Bytes(current + 2 * MIB);
-        c.trim = trim;
-        c
+    let carry = enforcing_carry();
+    let held_at = |current: u64, weight: u32, trim: i64| Cg {
+        trim,
+        ..held_at(current, weight, 20.0, 2 * MIB)
     };
     // Shares of 475 MiB by 1:2:2: 95, 190, 190. The first 146 MiB, half above its share.
     let cgs = [
