@@ -403,60 +403,73 @@ const TRIM_SETTLE_PART: i64 = 4;
 /// `share / TRIM_PART`; all are 0 while the split is not enforced or fewer than two cgroups
 /// are held to a share.
 fn trims(rows: &[Row<'_>], decisions: &[Decision], trimming: bool) -> Vec<i64> {
+    /// One cgroup held to a share.
+    struct Held {
+        row: usize,
+        share: i64,
+        /// Share − usage, clamped to what one tick may count.
+        error: i64,
+        /// More than a `TRIM_SETTLE_PART` of its share above it.
+        far_above: bool,
+    }
     let mut out = vec![0; rows.len()];
-    // (row, share, its error clamped, above its share by more than a `TRIM_SETTLE_PART`)
-    let held: Vec<(usize, i64, i64, bool)> = rows
+    if !trimming {
+        return out;
+    }
+    let held: Vec<Held> = rows
         .iter()
         .zip(decisions)
         .enumerate()
-        .filter(|_| trimming)
-        .filter_map(|(i, (r, d))| {
-            let share = i64::try_from(d.level_share?).ok()?;
+        .filter_map(|(row, (r, d))| {
+            let share = i64::try_from(d.level_share?).ok().filter(|&s| s > 0)?;
             let current = i64::try_from(r.sample.current).ok()?;
             let error = share - current;
-            let clamped = error.clamp(-share / TRIM_OVER_PART, share / TRIM_PART);
-            Some((i, share, clamped, -error > share / TRIM_SETTLE_PART))
+            Some(Held {
+                row,
+                share,
+                error: error.clamp(-share / TRIM_OVER_PART, share / TRIM_PART),
+                far_above: -error > share / TRIM_SETTLE_PART,
+            })
         })
-        .filter(|&(_, share, _, _)| share > 0)
         .collect();
     if held.len() < 2 {
         return out;
     }
-    let shares: i128 = held.iter().map(|&(_, s, _, _)| i128::from(s)).sum();
+    let shares: i128 = held.iter().map(|h| i128::from(h.share)).sum();
     // While the daemon is still bringing one of them down from far above its share (a step
     // has begun), where each sits is the step's doing, not the kernel's bias: the trims hold.
-    let settling = held.iter().any(|&(_, _, _, far)| far);
-    let errors: i128 = held.iter().map(|&(_, _, e, _)| i128::from(e)).sum();
+    let settling = held.iter().any(|h| h.far_above);
+    let errors: i128 = held.iter().map(|h| i128::from(h.error)).sum();
     // Each one's error beyond its part of the common one, added to its trim.
     let mut next: Vec<i128> = held
         .iter()
-        .map(|&(i, share, error, _)| {
-            let common = i128::from(share) * errors / shares;
+        .map(|h| {
+            let common = i128::from(h.share) * errors / shares;
             let moved = if settling {
                 0
             } else {
-                (i128::from(error) - common) / i128::from(TRIM_GAIN)
+                (i128::from(h.error) - common) / i128::from(TRIM_GAIN)
             };
-            i128::from(rows[i].trim) + moved
+            i128::from(rows[h.row].trim) + moved
         })
         .collect();
     // Summing to zero (a cgroup that left the set took its trim with it), then scaled as one
     // into their bounds, so that they still sum to zero.
     let excess: i128 = next.iter().sum();
-    for (t, &(_, share, _, _)) in next.iter_mut().zip(&held) {
-        *t -= i128::from(share) * excess / shares;
+    for (t, h) in next.iter_mut().zip(&held) {
+        *t -= i128::from(h.share) * excess / shares;
     }
-    let bound = |share: i64| i128::from(share / TRIM_PART);
+    let bound = |h: &Held| i128::from(h.share / TRIM_PART);
     let (num, den) = next
         .iter()
         .zip(&held)
-        .map(|(t, &(_, share, _, _))| (bound(share), t.abs()))
+        .map(|(t, h)| (bound(h), t.abs()))
         .filter(|&(b, t)| t > b)
         .min_by(|a, b| (a.0 * b.1).cmp(&(b.0 * a.1)))
         .unwrap_or((1, 1));
-    for (t, &(i, share, _, _)) in next.iter().zip(&held) {
-        let scaled = (t * num / den).clamp(-bound(share), bound(share));
-        out[i] = i64::try_from(scaled).unwrap_or(0);
+    for (t, h) in next.iter().zip(&held) {
+        let scaled = (t * num / den).clamp(-bound(h), bound(h));
+        out[h.row] = i64::try_from(scaled).unwrap_or(0);
     }
     out
 }
