@@ -4,7 +4,9 @@
 //!
 //! `kernel` (the default) is work-conserving: the kernel decides the total, the daemon only
 //! the split. The pool is what the managed cgroups hold now, plus MemAvailable (less a
-//! `reserve` only where the operator set a size) while the kernel's global reclaim is idle.
+//! `reserve` only where the operator set a size) while the kernel's global reclaim is idle
+//! (while the daemon holds cgroups, MemFree above the `min` watermarks where that is more:
+//! [`HostView::free_above_min`]).
 //! Whether it is idle is what the kernel itself says: `/proc/vmstat`'s `pgscan_kswapd` + `pgscan_direct` did not move since the last tick
 //! ([`HostView::reclaim_scanned`]); those count only the kernel's reclaim of the host, never
 //! `memory.reclaim` or `memory.high` inside a cgroup, so the daemon's own writes cannot make
@@ -57,6 +59,19 @@ pub struct HostView {
     pub total_usage: u64,
     /// The kernel's reclaim band, Σ (`high` − `min`) watermarks, when `/proc/zoneinfo` was read.
     pub watermark_band: Option<u64>,
+    /// MemFree above Σ `min` watermarks, when `/proc/zoneinfo` was read: what allocations may
+    /// take before any of them waits on reclaim. In `kernel` mode, while the daemon holds
+    /// cgroups ([`Carry::enforcing`]) and the kernel's reclaim is idle, the pool's headroom is
+    /// this where it is more than MemAvailable (which leaves out free memory below the `high`
+    /// watermarks). The holds themselves keep kswapd asleep: what the held cgroups would
+    /// refault never reaches the allocator, so free memory parked at the `high` watermarks
+    /// where the kernel alone runs near `min` with kswapd awake, and with zram that costs
+    /// resident memory several times over: what the cgroups do not hold is swapped, and its
+    /// compressed copy takes RAM (seed 002 on 6.1, the 300M step, 2026-11-29: free 67–72 MiB
+    /// against 47–48 without the daemon, zram 25–35 MiB more, the three touchers 508 MiB
+    /// against 561). The growth ends where the kernel's reclaim wakes; from then the pool is
+    /// what they hold. Not with an operator's own `reserve` size: that reserve is kept.
+    pub free_above_min: Option<u64>,
     /// The part of the host's PSI `some avg10` that the daemon's own limits explain: the
     /// highest `some avg10` of a managed cgroup held at a `memory.high` the daemon lowered
     /// below its original (its tasks sleep in the kernel's throttling, which PSI counts as a
@@ -249,6 +264,10 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
             };
             let headroom = if reclaiming {
                 0
+            } else if carry.enforcing && kept == 0 {
+                // The daemon holds cgroups: free memory in the kernel's reclaim band counts
+                // too (see `HostView::free_above_min`).
+                host.mem_available.max(host.free_above_min.unwrap_or(0))
             } else {
                 host.mem_available.saturating_sub(kept)
             };
@@ -327,6 +346,7 @@ mod tests {
             psi_some_avg10: psi,
             total_usage: 600 * MIB,
             watermark_band: Some(6 * MIB),
+            free_above_min: None,
             own_stall: 0.0,
             cgroups: 2,
             reclaim_scanned: None,
@@ -630,6 +650,51 @@ mod tests {
         };
         let (c, _) = capacity(&own, &at(7, 17 * MIB), idle);
         assert_eq!(c.bytes, 607 * MIB, "the operator's reserve is kept");
+    }
+
+    /// The defect: while the daemon held cgroups the pool took in MemAvailable alone, and the
+    /// holds kept kswapd asleep with free memory at the `high` watermarks (seed 002 on 6.1,
+    /// the 300M step: free 67–72 MiB where the kernel alone ran at 47–48, MemAvailable 0–8
+    /// MiB; the touchers held 508 MiB against 561, the rest in zram). While enforcing and idle
+    /// the headroom is free memory above `min` where that is more; not while reclaiming, not
+    /// when not enforcing, and not with an operator's reserve size.
+    #[test]
+    fn regression_holds_parked_free_memory_at_the_high_watermark() {
+        let cfg = CapacityConfig {
+            mode: CapacityMode::Kernel,
+            reserve: Reserve::Watermarks,
+            ..CapacityConfig::default()
+        };
+        let at = |scanned, avail, free_above_min| HostView {
+            reclaim_scanned: Some(scanned),
+            free_above_min,
+            ..host(avail, None)
+        };
+        let holding = Carry {
+            scanned: Some(7),
+            enforcing: true,
+            ..Carry::default()
+        };
+        let (c, _) = capacity(&cfg, &at(7, 5 * MIB, Some(24 * MIB)), holding);
+        assert_eq!(c.bytes, 624 * MIB, "holding, idle: free above min");
+        let (c, _) = capacity(&cfg, &at(7, 30 * MIB, Some(24 * MIB)), holding);
+        assert_eq!(c.bytes, 630 * MIB, "MemAvailable where it is more");
+        let (c, _) = capacity(&cfg, &at(7, 5 * MIB, None), holding);
+        assert_eq!(c.bytes, 605 * MIB, "no watermarks read: MemAvailable");
+        let (c, _) = capacity(&cfg, &at(8, 5 * MIB, Some(24 * MIB)), holding);
+        assert_eq!(c.bytes, 600 * MIB, "the kernel reclaims: what they hold");
+        let idle = Carry {
+            enforcing: false,
+            ..holding
+        };
+        let (c, _) = capacity(&cfg, &at(7, 5 * MIB, Some(24 * MIB)), idle);
+        assert_eq!(c.bytes, 605 * MIB, "nothing held: MemAvailable");
+        let own = CapacityConfig {
+            reserve: Reserve::Amount(Amount::Bytes(2 * MIB)),
+            ..cfg
+        };
+        let (c, _) = capacity(&own, &at(7, 5 * MIB, Some(24 * MIB)), holding);
+        assert_eq!(c.bytes, 603 * MIB, "the operator's reserve is kept");
     }
 
     /// The defect: `kernel` protected every managed cgroup at what it held, so once the cold

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use memweight_cgroupfs::{CgroupSample, HostSample, Limit};
+use memweight_cgroupfs::{CgroupSample, HostSample, Limit, Watermarks};
 use memweight_policy::{CgroupInput, Decision, Level, Plan};
 
 use crate::capacity::{self, Capacity, Carry, HostView};
@@ -110,15 +110,15 @@ pub struct Step {
     pub ancestors: BTreeMap<String, u64>,
 }
 
-/// One tick of the control law. `watermark_band` is the kernel's reclaim band when the reserve
-/// follows it; `outside_stall` how stalled the cgroups beside the managed set were
+/// One tick of the control law. `watermarks` are the kernel's (bytes, summed over its zones)
+/// when the reserve follows them; `outside_stall` how stalled the cgroups beside the managed set were
 /// ([`HostView::outside_stall`]); `carry` the capacity's state from the last tick.
 #[must_use]
 pub fn step(
     law: &Law<'_>,
     rows: &[Row<'_>],
     host: &HostSample,
-    watermark_band: Option<u64>,
+    watermarks: Option<Watermarks>,
     outside_stall: Option<f64>,
     carry: Carry,
 ) -> Step {
@@ -144,7 +144,8 @@ pub fn step(
             mem_available: host.mem_available,
             psi_some_avg10: host.psi.as_ref().map(|p| p.some.avg10),
             total_usage,
-            watermark_band,
+            watermark_band: watermarks.map(|w| w.high.saturating_sub(w.min)),
+            free_above_min: watermarks.map(|w| host.mem_free.saturating_sub(w.min)),
             own_stall,
             cgroups: rows.len(),
             reclaim_scanned: host.vmstat.map(|v| v.scanned()),
@@ -398,8 +399,9 @@ const TRIM_SETTLE_PART: i64 = 4;
 /// the multi-gen LRU (6.12) kswapd takes a held cgroup in bites of 40-57 MiB every 10-20 s,
 /// below its memory.low too, and mostly the same ones; held at its share, the one it picks
 /// sat 4-15 % under it on average (host-kube, host-hostile, 2026-11-29), the others over.
-/// The errors are measured against the common one, so the trims sum to zero: what one gets
-/// the others give, and the pool stays what it is (no ratchet). Each is bounded to
+/// A cgroup under its share by more than it has in swap is left out: what it lacks was not
+/// taken from it. The errors are measured against the common one, so the trims sum to zero:
+/// what one gets the others give, and the pool stays what it is (no ratchet). Each is bounded to
 /// `share / TRIM_PART`; all are 0 while the split is not enforced or fewer than two cgroups
 /// are held to a share.
 fn trims(rows: &[Row<'_>], decisions: &[Decision], trimming: bool) -> Vec<i64> {
@@ -424,6 +426,20 @@ fn trims(rows: &[Row<'_>], decisions: &[Decision], trimming: bool) -> Vec<i64> {
             let share = i64::try_from(d.level_share?).ok().filter(|&s| s > 0)?;
             let current = i64::try_from(r.sample.current).ok()?;
             let error = share - current;
+            // One under its share by more than it has in swap is not in contention for it: a
+            // reaching cgroup's share is its weight's part of the whole pool, which may be
+            // more than its working set, and one sitting under such a share with all it uses
+            // resident was not bitten. Counted, it wound its trim to its bound and pushed the
+            // cgroups held beside it under their shares (seed 002 on 6.12, 2026-11-29: the
+            // weight-3 toucher at its 250 MiB for a share of 283; the touchers held 89-92 % of
+            // what the kernel alone left them, and at the next step it sat 7 % above its own).
+            let swapped = r
+                .sample
+                .swap_current
+                .map_or(i64::MAX, |s| i64::try_from(s).unwrap_or(i64::MAX));
+            if error > swapped {
+                return None;
+            }
             Some(Held {
                 row,
                 share,

@@ -88,6 +88,7 @@ prop_compose! {
     fn host()(
         total in 1024u64..65_536,
         avail_pct in 0u64..=100,
+        free_pct in 0u64..=100,
         swap_free in 0u64..8192,
         some in prop::option::of(0.0f64..100.0),
         scanned in prop::option::of(0u64..4),
@@ -95,7 +96,7 @@ prop_compose! {
         HostSample {
             mem_total: total * MIB,
             mem_available: total * MIB / 100 * avail_pct,
-            mem_free: 0,
+            mem_free: total * MIB / 100 * free_pct,
             swap_total: swap_free * MIB,
             swap_free: swap_free * MIB,
             psi: some.map(psi),
@@ -232,6 +233,16 @@ fn kernel_capacity() -> CapacityConfig {
     }
 }
 
+/// The kernel's watermarks: `min`, and `high` a `band` above it (`low` halfway).
+fn watermarks(min: u64, band: u64) -> Watermarks {
+    Watermarks {
+        min,
+        low: min + band / 2,
+        high: min + band,
+        managed: 0,
+    }
+}
+
 /// [`short_host`] whose kernel has scanned `scanned` pages in global reclaim since boot.
 fn scanning(scanned: u64, psi: Option<Psi>) -> HostSample {
     HostSample {
@@ -333,7 +344,7 @@ fn auto_splits_by_memory_low_and_enforces_only_when_short() {
         scanned: Some(100),
         ..Carry::default()
     };
-    let band = Some(22 * MIB);
+    let band = Some(watermarks(44 * MIB, 22 * MIB));
 
     // Stalled by PSI while faulting some back, or (a server answering one request at a
     // time) refaulting.
@@ -722,13 +733,14 @@ fn regression_the_kernels_bites_kept_one_held_container_under_its_share() {
     let short = scanning(150, Some(psi(20.0)));
     let carry = enforcing_carry();
     let held_at = |current: u64, weight: u32| held_at(current, weight, 20.0, 2 * MIB);
-    // Weights 1:2:2 over 388 MiB: shares 77.6, 155.2, 155.2; the first bitten to 72, within
-    // a guard of its share (still held).
+    // Weights 1:2:2 over 388 MiB: shares 77.6, 155.2, 155.2; the first bitten to 72 (what
+    // kswapd took is in swap), within a guard of its share (still held).
     let mut cgs = vec![
         held_at(72 * MIB, 1),
         held_at(158 * MIB, 2),
         held_at(158 * MIB, 2),
     ];
+    cgs[0].sample.swap_current = Some(40 * MIB);
     let names = names(&cgs);
     let out = step(&law, &rows(&cgs, &names), &short, None, None, carry);
     assert!(out.enforcing);
@@ -808,6 +820,50 @@ fn regression_the_kernels_bites_kept_one_held_container_under_its_share() {
     assert!(out.cgroups.iter().all(|c| c.trim == 0), "{:?}", out.cgroups);
 }
 
+/// Regression (seed 002 on 6.12, 2026-11-29: at the 300M step the weight-3 toucher sat at its
+/// whole 250 MiB for a share of 283, its demand the whole pool because kswapd's bites made it
+/// refault; that error wound its trim to its bound and the two held beside it under their
+/// shares, the touchers held 89–92 % of what the kernel alone left them, and at the 450M step
+/// it sat 7 % above its share). One under its share by more than it has in swap is left out
+/// of the trims.
+#[test]
+fn regression_a_resident_cgroup_under_a_share_it_cannot_use_wound_the_trims() {
+    let capacity = kernel_capacity();
+    let law = shipped_law(&capacity);
+    let short = scanning(150, Some(psi(20.0)));
+    let held_at = |current: u64, weight: u32| held_at(current, weight, 20.0, 2 * MIB);
+    // As above, but the first is under its share with nothing in swap: all it uses is there.
+    let mut cgs = vec![
+        held_at(72 * MIB, 1),
+        held_at(158 * MIB, 2),
+        held_at(158 * MIB, 2),
+    ];
+    let names = names(&cgs);
+    let mut carry = enforcing_carry();
+    for _ in 0..40 {
+        let out = step(&law, &rows(&cgs, &names), &short, None, None, carry);
+        assert!(out.enforcing);
+        carry = out.next;
+        for (c, o) in cgs.iter_mut().zip(&out.cgroups) {
+            c.trim = o.trim;
+        }
+    }
+    let trims: Vec<i64> = cgs.iter().map(|c| c.trim).collect();
+    assert!(
+        trims.iter().all(|t| t.unsigned_abs() < MIB),
+        "not bitten: no trim moves {trims:?}"
+    );
+    // Bitten: what it lacks (5.6 MiB) is in swap. It counts, and its trim moves by a
+    // sixteenth of its error a tick (the common error is 0: Σ usage is Σ shares).
+    cgs[0].sample.swap_current = Some(6 * MIB);
+    let out = step(&law, &rows(&cgs, &names), &short, None, None, carry);
+    let first = out.cgroups[0].trim;
+    assert!(
+        first > 0 && first <= 6 * (1 << 20) / 16,
+        "in contention again: {first}"
+    );
+}
+
 /// Regression (host-hostile on 6.12, 2026-11-29, fourth session: −8.3 % for the weight-50
 /// container in the 300M step): as the step began the daemon was bringing that container down
 /// from far above its share while kswapd took the other two far below theirs; those errors
@@ -820,9 +876,12 @@ fn regression_a_steps_start_wound_the_trims() {
     let law = shipped_law(&capacity);
     let short = scanning(150, Some(psi(20.0)));
     let carry = enforcing_carry();
-    let held_at = |current: u64, weight: u32, trim: i64| Cg {
-        trim,
-        ..held_at(current, weight, 20.0, 2 * MIB)
+    // What kswapd took from each is in swap.
+    let held_at = |current: u64, weight: u32, trim: i64| {
+        let mut c = held_at(current, weight, 20.0, 2 * MIB);
+        c.trim = trim;
+        c.sample.swap_current = Some(64 * MIB);
+        c
     };
     // Shares of 475 MiB by 1:2:2: 95, 190, 190. The first 146 MiB, half above its share.
     let cgs = [
@@ -892,7 +951,7 @@ proptest! {
         host in host(),
         capacity in capacity_config(),
         step_pct in 1u64..=100,
-        band in prop::option::of(0u64..256),
+        marks in prop::option::of((0u64..256, 0u64..256)),
         cut in 0u64..512,
         held in prop::option::of((0u64..4096, 1usize..8)),
         guard_pct in 0u64..=25,
@@ -910,7 +969,8 @@ proptest! {
         let names = names(&cgs);
         let rows = rows(&cgs, &names);
         let carry = Carry { cut: cut * MIB, held: held.map(|(pool, n)| (pool * MIB, n)), scanned: None, short_for: 0, enforcing };
-        let out = step(&law, &rows, &host, band.map(|b| b * MIB), None, carry);
+        let marks = marks.map(|(min, band)| watermarks(min * MIB, band * MIB));
+        let out = step(&law, &rows, &host, marks, None, carry);
         prop_assert_eq!(out.cgroups.len(), rows.len());
         prop_assert!(out.rejected.is_none(), "{:?}", out.rejected);
         for (c, (d, p)) in cgs.iter().zip(out.cgroups.iter().zip(&out.plan.decisions)) {

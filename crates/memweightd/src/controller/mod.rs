@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use memweight_cgroupfs::{CgroupFs, CgroupSample, HostSample, ProcFs};
+use memweight_cgroupfs::{CgroupFs, CgroupSample, HostSample, ProcFs, Watermarks};
 use memweight_proto::ctl::CgroupState;
 use serde::Serialize;
 use tokio::task::JoinHandle;
@@ -166,10 +166,10 @@ pub struct Controller {
     warned: BTreeSet<String>,
     /// The capacity's state from the last tick (PSI cut, held pool).
     carry: Carry,
-    /// The kernel's reclaim band (Σ `high` − `min` watermarks) and the tick it was read at:
-    /// read again every [`sampling::WATERMARKS_EVERY`] ticks (it moves only with sysctls and
+    /// The kernel's watermarks (Σ over its zones, bytes) and the tick they were read at: read
+    /// again every [`sampling::WATERMARKS_EVERY`] ticks (they move only with sysctls and
     /// hotplug).
-    watermarks: Option<(u64, u64)>,
+    watermarks: Option<(Watermarks, u64)>,
     stopping: Arc<AtomicBool>,
     ticks: u64,
     counters: Counters,
@@ -537,7 +537,7 @@ impl Controller {
     /// The law on this tick's rows, the report of it, then the writes: one job per cgroup
     /// the ledger lets the daemon write, and the ancestors' `memory.low`.
     async fn compute_and_enforce(&mut self, rows: &[Sampled<'_>], host: &HostSample) -> TickReport {
-        let watermark_band = self.watermark_band();
+        let watermarks = self.watermarks();
         // Only the work-conserving law reads the cgroups beside the managed set.
         let outside_stall = if self.cfg.capacity.mode == CapacityMode::Kernel {
             self.outside.sample(
@@ -577,14 +577,7 @@ impl Controller {
             guard: self.cfg.guard,
             idle_tax: self.cfg.idle_tax,
         };
-        let step: Step = step::step(
-            &law,
-            &law_rows,
-            host,
-            watermark_band,
-            outside_stall,
-            self.carry,
-        );
+        let step: Step = step::step(&law, &law_rows, host, watermarks, outside_stall, self.carry);
         self.carry = step.next;
         for (row, c) in rows.iter().zip(&step.cgroups) {
             if let Some(m) = self.managed.get_mut(&row.wanted.path) {

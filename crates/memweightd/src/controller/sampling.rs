@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use memweight_cgroupfs::{CgroupSample, Limit, MemoryEvents, MemoryStat};
+use memweight_cgroupfs::{CgroupSample, Limit, MemoryEvents, MemoryStat, Watermarks};
 use tracing::{error, info, warn};
 
 use super::membership::Wanted;
@@ -187,35 +187,37 @@ impl Controller {
         Ok(self.fs.sample(path)?.map(|s| (s, false)))
     }
 
-    /// The kernel's reclaim band, from `/proc/zoneinfo` read at most every
-    /// [`WATERMARKS_EVERY`] ticks; `None` (warned once) when it cannot be read.
-    pub(super) fn watermark_band(&mut self) -> Option<u64> {
+    /// The kernel's watermarks, from `/proc/zoneinfo` read at most every [`WATERMARKS_EVERY`]
+    /// ticks, when the reserve follows them; `None` (warned once) when they cannot be read.
+    pub(super) fn watermarks(&mut self) -> Option<Watermarks> {
         if !matches!(
             self.cfg.capacity.reserve,
             crate::config::Reserve::Watermarks
         ) {
             return None;
         }
-        if let Some((band, at)) = self.watermarks
+        if let Some((w, at)) = self.watermarks
             && self.ticks.saturating_sub(at) < WATERMARKS_EVERY
         {
-            return Some(band);
+            return Some(w);
         }
         match self.proc.watermarks() {
             Ok(w) => {
-                let band = w.high.saturating_sub(w.min);
-                if self.watermarks.is_none_or(|(was, _)| was != band) {
+                if self
+                    .watermarks
+                    .is_none_or(|(was, _)| (was.min, was.high) != (w.min, w.high))
+                {
                     info!(
                         min = w.min,
                         low = w.low,
                         high = w.high,
-                        reserve = band,
+                        reserve = w.high.saturating_sub(w.min),
                         "kernel watermarks read: the reserve is their high - min band"
                     );
                 }
-                self.watermarks = Some((band, self.ticks));
+                self.watermarks = Some((w, self.ticks));
                 self.warned.remove("zoneinfo");
-                Some(band)
+                Some(w)
             }
             Err(e) => {
                 self.warn_once("zoneinfo", || {
