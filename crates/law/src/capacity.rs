@@ -142,8 +142,10 @@ pub const SHORT_TICKS: u32 = 5;
 
 /// A managed cgroup that faults memory back (any, see [`REFAULT_DEMAND`] for a lot) and whose
 /// own memory PSI `some avg10` is at least this (%) is reaching for more than it holds, in
-/// `mode = "kernel"`: the kernel's reclaim is taking its memory and it waits for it back. Its demand is then the whole pool (capped by its own limits), so that a
-/// cgroup above its weighted share gives way to it.
+/// `mode = "kernel"`: the kernel's reclaim is taking its memory and it waits for it back. Its
+/// demand is then the whole pool (capped by its own limits, and by what it holds plus its swap
+/// when what it faults back is anonymous: `step::reach_bound`), so that a cgroup above its
+/// weighted share gives way to it.
 pub const STALL_DEMAND_PCT: f64 = 1.0;
 
 /// A managed cgroup that faulted back at least this many bytes since its previous sample is

@@ -88,6 +88,7 @@ pub fn plan(file: &PlanFile) -> Result<PlanOutput, String> {
             // One reading, no history: nothing counts as faulted back.
             refaulted: 0,
             refaulted_lately: 0,
+            refaulted_file_lately: 0,
             trim: 0,
         })
         .collect();

@@ -58,6 +58,10 @@ pub struct Row<'a> {
     /// [`capacity::REACH_HOLD`] (at least `refaulted`): whether it reaches for memory is
     /// judged on this, so that its protection does not flip with the bursts of its refaults.
     pub refaulted_lately: u64,
+    /// The most file pages (bytes) it faulted back between two consecutive full samples among
+    /// the same [`capacity::REACH_HOLD`]: under [`capacity::REFAULT_DEMAND`], what it reaches
+    /// for is anonymous memory, all of which is in its swap (`reach_bound`).
+    pub refaulted_file_lately: u64,
     /// Its trim from the last tick ([`CgroupStep::trim`]; 0 for a new cgroup).
     pub trim: i64,
 }
@@ -186,7 +190,7 @@ pub fn step(
                 cap.bytes,
                 r.originals.high,
                 guard_of(law, r.reclaim_supported),
-                conserving && reaching(r),
+                (conserving && reaching(r)).then(|| reach_bound(r)),
             ),
         })
         .collect();
@@ -427,12 +431,13 @@ fn trims(rows: &[Row<'_>], decisions: &[Decision], trimming: bool) -> Vec<i64> {
             let current = i64::try_from(r.sample.current).ok()?;
             let error = share - current;
             // One under its share by more than it has in swap is not in contention for it: a
-            // reaching cgroup's share is its weight's part of the whole pool, which may be
-            // more than its working set, and one sitting under such a share with all it uses
-            // resident was not bitten. Counted, it wound its trim to its bound and pushed the
-            // cgroups held beside it under their shares (seed 002 on 6.12, 2026-11-29: the
-            // weight-3 toucher at its 250 MiB for a share of 283; the touchers held 89-92 % of
-            // what the kernel alone left them, and at the next step it sat 7 % above its own).
+            // reaching cgroup's share may be more than its working set (its demand the whole
+            // pool when it faults back file pages, `reach_bound`), and one sitting under such
+            // a share with all it uses resident was not bitten. Counted, it wound its trim to
+            // its bound and pushed the cgroups held beside it under their shares (seed 002 on
+            // 6.12, 2026-11-29: the weight-3 toucher at its 250 MiB for a share of 283; the
+            // touchers held 89-92 % of what the kernel alone left them, and at the next step
+            // it sat 7 % above its own).
             let swapped = r
                 .sample
                 .swap_current
@@ -577,25 +582,43 @@ fn denied(r: &Row<'_>) -> bool {
     taken >= (r.sample.current / capacity::DENIED_PART).max(capacity::REFAULT_DEMAND)
 }
 
+/// What a cgroup reaching for memory can use at most, where that is known: what it holds plus
+/// what it has in swap, when what it faults back is anonymous memory (file pages it lost are
+/// counted nowhere, so a cgroup faulting those back has no bound). The refaults of a cgroup
+/// using all it has say only that the kernel's reclaim takes from it, not how much more it
+/// wants: seed 002's weight-2 and weight-3 touchers, each fully resident at 250 MiB and
+/// faulting back kswapd's bites, were given the whole pool as their demand, shares of 237 and
+/// 355 MiB, and the weight-1 toucher beside them was held at 173–196 MiB where the kernel
+/// alone left it 211–250 (150M step, 5 of 6 runs, 2026-11-29).
+fn reach_bound(r: &Row<'_>) -> Option<u64> {
+    let swap = r.sample.swap_current?;
+    (r.refaulted_file_lately < capacity::REFAULT_DEMAND)
+        .then(|| r.sample.current.saturating_add(swap))
+}
+
 /// A cgroup held at its `memory.high` uses no more than the limit, so its usage hides what it
 /// wants. Such a cgroup is given a demand of the whole pool (capped by its original limit and
 /// its memory.max), so that memory freed elsewhere flows back to it by weight, and pressure is
 /// not declared over merely because the throttle works. The same holds for one `reaching`
-/// for more ([`reaching`], `kernel` mode). `None` when neither.
+/// for more ([`reaching`], `kernel` mode; `Some` of what bounds it, [`reach_bound`], which
+/// applies unless it is held). `None` when neither.
 fn hidden_demand(
     s: &CgroupSample,
     capacity: u64,
     original: Limit,
     guard: Amount,
-    reaching: bool,
+    reaching: Option<Option<u64>>,
 ) -> Option<u64> {
-    if !reaching && !held(s.current, s.high, guard) {
+    let held = held(s.current, s.high, guard);
+    if reaching.is_none() && !held {
         return None;
     }
+    let bound = if held { None } else { reaching.flatten() };
     let cap = original
         .bytes()
         .unwrap_or(u64::MAX)
-        .min(s.max.bytes().unwrap_or(u64::MAX));
+        .min(s.max.bytes().unwrap_or(u64::MAX))
+        .min(bound.unwrap_or(u64::MAX));
     Some(capacity.max(s.current).min(cap).max(s.current))
 }
 

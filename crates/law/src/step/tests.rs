@@ -33,6 +33,7 @@ struct Cg {
     provisional: bool,
     refaulted: u64,
     refaulted_lately: u64,
+    refaulted_file_lately: u64,
     trim: i64,
 }
 
@@ -54,6 +55,7 @@ prop_compose! {
         max_limit in limit(),
         refaulted in prop_oneof![Just(0u64), 0u64..(8 << 20)],
         earlier in prop_oneof![Just(0u64), 0u64..(8 << 20)],
+        file in prop_oneof![Just(0u64), 0u64..(8 << 20)],
         trim in prop_oneof![Just(0i64), -(64i64 << 20)..(64 << 20)],
     ) -> Cg {
         let current = current * MIB;
@@ -79,6 +81,7 @@ prop_compose! {
             provisional,
             refaulted,
             refaulted_lately: refaulted.max(earlier),
+            refaulted_file_lately: file.min(refaulted.max(earlier)),
             trim,
         }
     }
@@ -147,6 +150,7 @@ fn rows<'a>(cgs: &'a [Cg], names: &'a [String]) -> Vec<Row<'a>> {
             provisional: c.provisional,
             refaulted: c.refaulted,
             refaulted_lately: c.refaulted_lately,
+            refaulted_file_lately: c.refaulted_file_lately,
             trim: c.trim,
         })
         .collect()
@@ -183,6 +187,7 @@ fn plain(current: u64, weight: u32, some: f64, refaulted: u64) -> Cg {
         provisional: false,
         refaulted,
         refaulted_lately: refaulted,
+        refaulted_file_lately: 0,
         trim: 0,
     }
 }
@@ -862,6 +867,60 @@ fn regression_a_resident_cgroup_under_a_share_it_cannot_use_wound_the_trims() {
         first > 0 && first <= 6 * (1 << 20) / 16,
         "in contention again: {first}"
     );
+}
+
+/// Regression (seed 002, the 150M step, 2026-11-29: the weight-1 toucher held at 173–196 MiB
+/// in 5 of 6 runs where the kernel alone left it 211–250): the weight-2 and weight-3 touchers,
+/// fully resident at 250 MiB, faulted back kswapd's bites, reached, and were given the whole
+/// pool as their demand (shares of 237 and 355 MiB for working sets of 250), so the weight-1
+/// toucher's share fell below what it held. A cgroup faulting back anonymous memory wants at
+/// most what it holds plus what it has in swap.
+#[test]
+fn regression_a_resident_reaching_cgroup_was_given_the_whole_pool() {
+    let capacity = kernel_capacity();
+    let law = shipped_law(&capacity);
+    // Between two of kswapd's bursts, 40 MiB available: a pool of 700 MiB by 1:2:3. All three
+    // work on 250 MiB; the first has 90 of it in swap, the others 2, faulting back 4 MiB a tick.
+    let short = HostSample {
+        mem_available: 40 * MIB,
+        ..scanning(100, Some(psi(20.0)))
+    };
+    let carry = Carry {
+        short_for: capacity::SHORT_TICKS,
+        ..enforcing_carry()
+    };
+    let mut cgs = vec![
+        swapped(160 * MIB, 1, 20.0, 20 * MIB, 90 * MIB),
+        swapped(250 * MIB, 2, 5.0, 4 * MIB, 2 * MIB),
+        swapped(250 * MIB, 3, 5.0, 4 * MIB, 2 * MIB),
+    ];
+    let names = names(&cgs);
+    let out = step(&law, &rows(&cgs, &names), &short, None, None, carry);
+    assert!(out.enforcing);
+    let demands: Vec<u64> = out.plan.decisions.iter().map(|d| d.entitlement).collect();
+    assert!(
+        demands[1] <= 252 * MIB && demands[2] <= 252 * MIB,
+        "no more than they use: {demands:?}"
+    );
+    assert_eq!(out.capacity.bytes, 700 * MIB);
+    assert!(
+        demands[0] >= 190 * MIB,
+        "the rest for the first: {demands:?}"
+    );
+    assert!(
+        out.cgroups.iter().all(|c| c.ceiling.is_none()),
+        "nobody held: {:?}",
+        out.cgroups
+    );
+
+    // Faulting back file pages, what they lost is counted nowhere: the whole pool, by weight,
+    // and the first is held to its share.
+    for c in &mut cgs[1..] {
+        c.refaulted_file_lately = c.refaulted_lately;
+    }
+    let out = step(&law, &rows(&cgs, &names), &short, None, None, carry);
+    let first = out.cgroups[0].ceiling.expect("held");
+    assert!(first < 125 * MIB, "its share of 700 by 1:6: {first}");
 }
 
 /// Regression (host-hostile on 6.12, 2026-11-29, fourth session: −8.3 % for the weight-50

@@ -15,7 +15,7 @@ use memweight_cgroupfs::CgroupSample;
 use memweight_proto::ctl::{LabelClamp, LabelField, LabelValues, WeightSource};
 use tracing::{debug, error, info, warn};
 
-use super::{Controller, Managed};
+use super::{Controller, Managed, Refaults};
 use crate::capacity::REACH_HOLD;
 use crate::config::Settings;
 use crate::containers::{self, Containers};
@@ -332,7 +332,7 @@ impl Controller {
                 settings,
                 reclaim_supported: true,
                 last: None,
-                refaults: [0; REACH_HOLD],
+                refaults: [Refaults::default(); REACH_HOLD],
                 refresh: true,
                 trim: 0,
             },

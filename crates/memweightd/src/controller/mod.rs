@@ -82,7 +82,7 @@ struct Managed {
     /// Bytes it faulted back (`workingset_refault_*`) between consecutive full samples, the
     /// newest first: `[0]` between its last two, kept while its sample is reused; the law
     /// judges whether it reaches for memory on all of them ([`Managed::refaulted_lately`]).
-    refaults: [u64; REACH_HOLD],
+    refaults: [Refaults; REACH_HOLD],
     /// The next tick must take a full sample: the daemon wrote to the cgroup.
     refresh: bool,
     /// Its trim, carried from one tick's law to the next ([`step::CgroupStep::trim`]).
@@ -92,25 +92,41 @@ struct Managed {
 impl Managed {
     /// Bytes it faulted back between its last two full samples.
     fn refaulted(&self) -> u64 {
-        self.refaults[0]
+        self.refaults[0].bytes
     }
 
     /// The most it faulted back between two consecutive full samples among its last
     /// [`REACH_HOLD`].
     fn refaulted_lately(&self) -> u64 {
-        self.refaults.iter().copied().max().unwrap_or(0)
+        self.refaults.iter().map(|r| r.bytes).max().unwrap_or(0)
+    }
+
+    /// The most file pages (bytes) it faulted back between two consecutive full samples among
+    /// its last [`REACH_HOLD`].
+    fn refaulted_file_lately(&self) -> u64 {
+        self.refaults.iter().map(|r| r.file).max().unwrap_or(0)
     }
 
     /// Records a full sample's refaults (`None`: its first full sample, nothing to compare).
-    fn record_refaults(&mut self, bytes: Option<u64>) {
-        match bytes {
-            Some(b) => {
+    fn record_refaults(&mut self, refaults: Option<Refaults>) {
+        match refaults {
+            Some(r) => {
                 self.refaults.rotate_right(1);
-                self.refaults[0] = b;
+                self.refaults[0] = r;
             }
-            None => self.refaults = [0; REACH_HOLD],
+            None => self.refaults = [Refaults::default(); REACH_HOLD],
         }
     }
+}
+
+/// What a cgroup faulted back between two full samples (`workingset_refault_*`), bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Refaults {
+    /// Both kinds.
+    bytes: u64,
+    /// Of them, file pages: what it lost of those is counted nowhere (anonymous memory it
+    /// lost is in its swap).
+    file: u64,
 }
 
 impl Drop for Controller {
@@ -564,6 +580,7 @@ impl Controller {
                     provisional: m.last.is_none(),
                     refaulted: m.refaulted(),
                     refaulted_lately: m.refaulted_lately(),
+                    refaulted_file_lately: m.refaulted_file_lately(),
                     trim: m.trim,
                 };
                 Some((row, law_row))

@@ -8,7 +8,7 @@ use memweight_cgroupfs::{CgroupSample, Limit, MemoryEvents, MemoryStat, Watermar
 use tracing::{error, info, warn};
 
 use super::membership::Wanted;
-use super::{ControlError, Controller, no_memory_controller};
+use super::{ControlError, Controller, Refaults, no_memory_controller};
 use crate::decide;
 use crate::step::{effective_guard, held};
 
@@ -63,10 +63,8 @@ impl Controller {
                     if let Some(m) = self.managed.get_mut(path) {
                         // Reused: the refaults between the last two full samples stand.
                         if !reused {
-                            let refaulted = m
-                                .last
-                                .as_ref()
-                                .map(|last| refaulted_bytes(&last.stat, &s.stat));
+                            let refaulted =
+                                m.last.as_ref().map(|last| refaults(&last.stat, &s.stat));
                             m.record_refaults(refaulted);
                             // Taken while a write job runs, it may be mid-reclaim: sample
                             // again.
@@ -231,16 +229,20 @@ impl Controller {
     }
 }
 
-/// Bytes faulted back between two `memory.stat` readings (`workingset_refault_anon` +
-/// `workingset_refault_file`, pages); 0 if the counters went backwards.
-fn refaulted_bytes(before: &MemoryStat, now: &MemoryStat) -> u64 {
-    let pages = |s: &MemoryStat| {
-        s.workingset_refault_anon
-            .saturating_add(s.workingset_refault_file)
+/// What was faulted back between two `memory.stat` readings (`workingset_refault_anon` and
+/// `workingset_refault_file`, pages, in bytes); 0 of a kind whose counter went backwards.
+fn refaults(before: &MemoryStat, now: &MemoryStat) -> Refaults {
+    let bytes = |pages: fn(&MemoryStat) -> u64| {
+        pages(now)
+            .saturating_sub(pages(before))
+            .saturating_mul(decide::PAGE)
     };
-    pages(now)
-        .saturating_sub(pages(before))
-        .saturating_mul(decide::PAGE)
+    let anon = bytes(|s| s.workingset_refault_anon);
+    let file = bytes(|s| s.workingset_refault_file);
+    Refaults {
+        bytes: anon.saturating_add(file),
+        file,
+    }
 }
 
 /// A stand-in for the full sample of a small cgroup seen for the first time, from its
@@ -281,11 +283,19 @@ mod tests {
         };
         let now = MemoryStat {
             workingset_refault_anon: 356,
-            workingset_refault_file: 20,
+            workingset_refault_file: 276,
             ..MemoryStat::default()
         };
-        assert_eq!(refaulted_bytes(&before, &now), 1 << 20, "256 pages");
-        assert_eq!(refaulted_bytes(&now, &before), 0, "counters reset: nothing");
+        let want = Refaults {
+            bytes: 2 << 20,
+            file: 1 << 20,
+        };
+        assert_eq!(refaults(&before, &now), want, "256 pages of each kind");
+        assert_eq!(
+            refaults(&now, &before),
+            Refaults::default(),
+            "counters reset: nothing"
+        );
     }
 
     /// The law judges whether a cgroup reaches on the refaults of its last
@@ -300,23 +310,34 @@ mod tests {
             },
             reclaim_supported: true,
             last: None,
-            refaults: [0; REACH_HOLD],
+            refaults: [Refaults::default(); REACH_HOLD],
             refresh: false,
             trim: 0,
         };
-        m.record_refaults(Some(4 << 20));
+        m.record_refaults(Some(Refaults {
+            bytes: 4 << 20,
+            file: 1 << 20,
+        }));
         assert_eq!((m.refaulted(), m.refaulted_lately()), (4 << 20, 4 << 20));
+        assert_eq!(m.refaulted_file_lately(), 1 << 20);
         for later in 1..REACH_HOLD {
-            m.record_refaults(Some(0));
+            m.record_refaults(Some(Refaults::default()));
             assert_eq!(
                 (m.refaulted(), m.refaulted_lately()),
                 (0, 4 << 20),
                 "{later} samples later"
             );
         }
-        m.record_refaults(Some(0));
-        assert_eq!(m.refaulted_lately(), 0, "{REACH_HOLD} samples later: gone");
-        m.record_refaults(Some(1 << 20));
+        m.record_refaults(Some(Refaults::default()));
+        assert_eq!(
+            (m.refaulted_lately(), m.refaulted_file_lately()),
+            (0, 0),
+            "{REACH_HOLD} samples later: gone"
+        );
+        m.record_refaults(Some(Refaults {
+            bytes: 1 << 20,
+            file: 0,
+        }));
         m.record_refaults(None);
         assert_eq!(m.refaulted_lately(), 0, "a first full sample starts afresh");
     }
