@@ -390,8 +390,8 @@ const TRIM_PART: i64 = 8;
 /// above it is one the daemon is still bringing down (a step's transient), not one the
 /// kernel's reclaim spares.
 const TRIM_OVER_PART: i64 = 16;
-/// No trim moves while one of the cgroups held to a share is more than this part of its share
-/// above it.
+/// While one of the cgroups held to a share is more than this part of its share above it (a
+/// step has begun), every trim is 0.
 const TRIM_SETTLE_PART: i64 = 4;
 
 /// The trims for the next tick (`kernel`, while the split is enforced): for each cgroup held
@@ -406,8 +406,8 @@ const TRIM_SETTLE_PART: i64 = 4;
 /// A cgroup under its share by more than it has in swap is left out: what it lacks was not
 /// taken from it. The errors are measured against the common one, so the trims sum to zero:
 /// what one gets the others give, and the pool stays what it is (no ratchet). Each is bounded to
-/// `share / TRIM_PART`; all are 0 while the split is not enforced or fewer than two cgroups
-/// are held to a share.
+/// `share / TRIM_PART`; all are 0 while the split is not enforced, fewer than two cgroups
+/// are held to a share, or a step has begun (one of them far above its share).
 fn trims(rows: &[Row<'_>], decisions: &[Decision], trimming: bool) -> Vec<i64> {
     /// One cgroup held to a share.
     struct Held {
@@ -456,22 +456,25 @@ fn trims(rows: &[Row<'_>], decisions: &[Decision], trimming: bool) -> Vec<i64> {
     if held.len() < 2 {
         return out;
     }
+    // While the daemon is still bringing one of them down from far above its share, a step
+    // has begun: where each sits is the step's doing, not the kernel's bias, and the trims
+    // learnt at the last step's shares are that step's. Integrated, the step's errors wound the
+    // bitten cgroup's trim the wrong way (host-hostile on 6.12: −8.3 %); carried, the trim
+    // kswapd's bites had earned one cgroup at the last step held it above its new share,
+    // unwinding at a sixteenth of its error a tick while nothing bit it there (seed 002 on 6.12,
+    // 2026-11-29: the weight-1 toucher +6 to +10 % at 450M in three runs, then the weight-2
+    // +8 % at 600M). The trims start again from zero.
+    if held.iter().any(|h| h.far_above) {
+        return out;
+    }
     let shares: i128 = held.iter().map(|h| i128::from(h.share)).sum();
-    // While the daemon is still bringing one of them down from far above its share (a step
-    // has begun), where each sits is the step's doing, not the kernel's bias: the trims hold.
-    let settling = held.iter().any(|h| h.far_above);
     let errors: i128 = held.iter().map(|h| i128::from(h.error)).sum();
     // Each one's error beyond its part of the common one, added to its trim.
     let mut next: Vec<i128> = held
         .iter()
         .map(|h| {
             let common = i128::from(h.share) * errors / shares;
-            let moved = if settling {
-                0
-            } else {
-                (i128::from(h.error) - common) / i128::from(TRIM_GAIN)
-            };
-            i128::from(rows[h.row].trim) + moved
+            i128::from(rows[h.row].trim) + (i128::from(h.error) - common) / i128::from(TRIM_GAIN)
         })
         .collect();
     // Summing to zero (a cgroup that left the set took its trim with it), then scaled as one
