@@ -207,6 +207,15 @@ fn held_at(current: u64, weight: u32, some: f64, above: u64) -> Cg {
     c
 }
 
+/// [`held_at`] 2 MiB above what it holds, stalled 20 %, with 64 MiB in swap (what kswapd took
+/// from it) and `trim` carried from the last tick.
+fn bitten_with_trim(current: u64, weight: u32, trim: i64) -> Cg {
+    let mut c = held_at(current, weight, 20.0, 2 * MIB);
+    c.trim = trim;
+    c.sample.swap_current = Some(64 * MIB);
+    c
+}
+
 /// What the last tick carries while `kernel` enforces the split, kswapd having scanned 100
 /// pages ([`scanning`] with more: it still scans).
 fn enforcing_carry() -> Carry {
@@ -935,13 +944,7 @@ fn regression_a_steps_start_wound_the_trims() {
     let law = shipped_law(&capacity);
     let short = scanning(150, Some(psi(20.0)));
     let carry = enforcing_carry();
-    // What kswapd took from each is in swap.
-    let held_at = |current: u64, weight: u32, trim: i64| {
-        let mut c = held_at(current, weight, 20.0, 2 * MIB);
-        c.trim = trim;
-        c.sample.swap_current = Some(64 * MIB);
-        c
-    };
+    let held_at = bitten_with_trim;
     // Shares of 475 MiB by 1:2:2: 95, 190, 190. The first 146 MiB, half above its share.
     let cgs = [
         held_at(146 * MIB, 1, M),
@@ -977,12 +980,7 @@ fn regression_a_trim_carried_across_a_step_held_a_cgroup_above_its_new_share() {
     let capacity = kernel_capacity();
     let law = shipped_law(&capacity);
     let short = scanning(150, Some(psi(20.0)));
-    let held_at = |current: u64, weight: u32, trim: i64| {
-        let mut c = held_at(current, weight, 20.0, 2 * MIB);
-        c.trim = trim;
-        c.sample.swap_current = Some(64 * MIB);
-        c
-    };
+    let held_at = bitten_with_trim;
     // The 450M step has begun: shares 70 / 140 / 210 of 420 MiB by 1:2:3; the first carries
     // +9 MiB from the last step, the second is still 60 MiB above its new share.
     let mut cgs = vec![
