@@ -185,13 +185,7 @@ pub fn step(
                     .active_anon
                     .saturating_add(r.sample.stat.active_file)
             }),
-            demand: hidden_demand(
-                r.sample,
-                cap.bytes,
-                r.originals.high,
-                guard_of(law, r.reclaim_supported),
-                (conserving && reaching(r)).then(|| reach_bound(r)),
-            ),
+            demand: hidden_demand(r, cap.bytes, guard_of(law, r.reclaim_supported), conserving),
         })
         .collect();
     let plan_for = |bytes: u64| match memweight_policy::plan_with_tax(bytes, &inputs, law.idle_tax)
@@ -602,22 +596,20 @@ fn reach_bound(r: &Row<'_>) -> Option<u64> {
 /// A cgroup held at its `memory.high` uses no more than the limit, so its usage hides what it
 /// wants. Such a cgroup is given a demand of the whole pool (capped by its original limit and
 /// its memory.max), so that memory freed elsewhere flows back to it by weight, and pressure is
-/// not declared over merely because the throttle works. The same holds for one `reaching`
-/// for more ([`reaching`], `kernel` mode; `Some` of what bounds it, [`reach_bound`], which
-/// applies unless it is held). `None` when neither.
-fn hidden_demand(
-    s: &CgroupSample,
-    capacity: u64,
-    original: Limit,
-    guard: Amount,
-    reaching: Option<Option<u64>>,
-) -> Option<u64> {
+/// not declared over merely because the throttle works. The same holds for one reaching for
+/// more in `kernel` mode (`conserving`; [`reaching`]), capped by [`reach_bound`] too unless
+/// it is held. `None` when neither.
+fn hidden_demand(r: &Row<'_>, capacity: u64, guard: Amount, conserving: bool) -> Option<u64> {
+    let s = r.sample;
     let held = held(s.current, s.high, guard);
-    if reaching.is_none() && !held {
+    let reaching = conserving && reaching(r);
+    if !reaching && !held {
         return None;
     }
-    let bound = if held { None } else { reaching.flatten() };
-    let cap = original
+    let bound = if held { None } else { reach_bound(r) };
+    let cap = r
+        .originals
+        .high
         .bytes()
         .unwrap_or(u64::MAX)
         .min(s.max.bytes().unwrap_or(u64::MAX))
