@@ -601,12 +601,11 @@ fn reach_bound(r: &Row<'_>) -> Option<u64> {
 /// it is held. `None` when neither.
 fn hidden_demand(r: &Row<'_>, capacity: u64, guard: Amount, conserving: bool) -> Option<u64> {
     let s = r.sample;
-    let held = held(s.current, s.high, guard);
-    let reaching = conserving && reaching(r);
-    if !reaching && !held {
+    let at_high = held(s.current, s.high, guard);
+    if !(at_high || conserving && reaching(r)) {
         return None;
     }
-    let bound = if held { None } else { reach_bound(r) };
+    let bound = if at_high { None } else { reach_bound(r) };
     let cap = r
         .originals
         .high

@@ -944,12 +944,11 @@ fn regression_a_steps_start_wound_the_trims() {
     let law = shipped_law(&capacity);
     let short = scanning(150, Some(psi(20.0)));
     let carry = enforcing_carry();
-    let held_at = bitten_with_trim;
     // Shares of 475 MiB by 1:2:2: 95, 190, 190. The first 146 MiB, half above its share.
     let cgs = [
-        held_at(146 * MIB, 1, M),
-        held_at(171 * MIB, 2, 0),
-        held_at(158 * MIB, 2, -M),
+        bitten_with_trim(146 * MIB, 1, M),
+        bitten_with_trim(171 * MIB, 2, 0),
+        bitten_with_trim(158 * MIB, 2, -M),
     ];
     let names = names(&cgs);
     let out = step(&law, &rows(&cgs, &names), &short, None, None, carry);
@@ -959,9 +958,9 @@ fn regression_a_steps_start_wound_the_trims() {
 
     // Within a quarter of its share: they move again.
     let cgs = [
-        held_at(110 * MIB, 1, M),
-        held_at(190 * MIB, 2, 0),
-        held_at(175 * MIB, 2, -M),
+        bitten_with_trim(110 * MIB, 1, M),
+        bitten_with_trim(190 * MIB, 2, 0),
+        bitten_with_trim(175 * MIB, 2, -M),
     ];
     let out = step(&law, &rows(&cgs, &names), &short, None, None, carry);
     let trims: Vec<i64> = out.cgroups.iter().map(|c| c.trim).collect();
@@ -980,13 +979,12 @@ fn regression_a_trim_carried_across_a_step_held_a_cgroup_above_its_new_share() {
     let capacity = kernel_capacity();
     let law = shipped_law(&capacity);
     let short = scanning(150, Some(psi(20.0)));
-    let held_at = bitten_with_trim;
     // The 450M step has begun: shares 70 / 140 / 210 of 420 MiB by 1:2:3; the first carries
     // +9 MiB from the last step, the second is still 60 MiB above its new share.
     let mut cgs = vec![
-        held_at(77 * MIB, 1, 9 * M),
-        held_at(200 * MIB, 2, -4 * M),
-        held_at(143 * MIB, 3, -5 * M),
+        bitten_with_trim(77 * MIB, 1, 9 * M),
+        bitten_with_trim(200 * MIB, 2, -4 * M),
+        bitten_with_trim(143 * MIB, 3, -5 * M),
     ];
     let names = names(&cgs);
     let out = step(
