@@ -377,13 +377,13 @@ pub fn step(
 
 /// A held cgroup's trim moves each tick by this part of its share's error.
 const TRIM_GAIN: i64 = 16;
-/// A trim is at most this part of the cgroup's share either way, and one tick's error below
-/// its share counts for at most as much.
+/// A trim is at most this part of the cgroup's share either way, and one tick's error counts
+/// for at most as much. An error above the share once counted for half of that, to keep a
+/// step's transient from unwinding a trim; a step's start now clears the trims
+/// (`TRIM_SETTLE_PART`), and the half held a cgroup that refaulted into its guard above its
+/// share twice as long (seed 002 on 6.12, 2026-11-29: the weight-1 toucher at 74-79 MiB for a
+/// share of 70 at 450M).
 const TRIM_PART: i64 = 8;
-/// One tick's error above its share counts for at most this part of the share: a cgroup far
-/// above it is one the daemon is still bringing down (a step's transient), not one the
-/// kernel's reclaim spares.
-const TRIM_OVER_PART: i64 = 16;
 /// While one of the cgroups held to a share is more than this part of its share above it (a
 /// step has begun), every trim is 0.
 const TRIM_SETTLE_PART: i64 = 4;
@@ -442,7 +442,7 @@ fn trims(rows: &[Row<'_>], decisions: &[Decision], trimming: bool) -> Vec<i64> {
             Some(Held {
                 row,
                 share,
-                error: error.clamp(-share / TRIM_OVER_PART, share / TRIM_PART),
+                error: error.clamp(-share / TRIM_PART, share / TRIM_PART),
                 far_above: -error > share / TRIM_SETTLE_PART,
             })
         })
