@@ -1006,7 +1006,7 @@ fn regression_a_trim_carried_across_a_step_held_a_cgroup_above_its_new_share() {
 }
 
 /// Regression (seed 002 on 6.12, 2026-11-29: the weight-1 toucher at 74-79 MiB for a share of
-/// 70 at the 450M step, +3.6 to +7 % in three runs): held at its memory.high, a guard above its
+/// 70 at the 450M step of one run): held at its memory.high, a guard above its
 /// ceiling, it refaulted into the guard as fast as memory.reclaim took it out, and its trim
 /// unwound that at half speed: an error above the share counted for at most a sixteenth of
 /// the share, below it an eighth. Both count up to an eighth now.
