@@ -185,7 +185,7 @@ pub fn step(
                     .active_anon
                     .saturating_add(r.sample.stat.active_file)
             }),
-            demand: hidden_demand(r, cap.bytes, guard_of(law, r.reclaim_supported), conserving),
+            demand: hidden_demand(r, cap.bytes, at_high(r), conserving),
         })
         .collect();
     let plan_for = |bytes: u64| match memweight_policy::plan_with_tax(bytes, &inputs, law.idle_tax)
@@ -593,15 +593,14 @@ fn reach_bound(r: &Row<'_>) -> Option<u64> {
         .then(|| r.sample.current.saturating_add(swap))
 }
 
-/// A cgroup held at its `memory.high` uses no more than the limit, so its usage hides what it
-/// wants. Such a cgroup is given a demand of the whole pool (capped by its original limit and
+/// A cgroup held at its `memory.high` (`at_high`, [`held`] with its guard) uses no more than
+/// the limit, so its usage hides what it wants. Such a cgroup is given a demand of the whole pool (capped by its original limit and
 /// its memory.max), so that memory freed elsewhere flows back to it by weight, and pressure is
 /// not declared over merely because the throttle works. The same holds for one reaching for
 /// more in `kernel` mode (`conserving`; [`reaching`]), capped by [`reach_bound`] too unless
 /// it is held. `None` when neither.
-fn hidden_demand(r: &Row<'_>, capacity: u64, guard: Amount, conserving: bool) -> Option<u64> {
+fn hidden_demand(r: &Row<'_>, capacity: u64, at_high: bool, conserving: bool) -> Option<u64> {
     let s = r.sample;
-    let at_high = held(s.current, s.high, guard);
     if !(at_high || conserving && reaching(r)) {
         return None;
     }
