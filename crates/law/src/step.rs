@@ -317,6 +317,7 @@ pub fn step(
                 reclaim: law.reclaim && r.reclaim_supported,
                 guard,
                 centre: conserving,
+                released: conserving && !enforcing,
             };
             // What memory.low protects. In `kernel` mode only a cgroup that reaches for memory
             // (faults it back, stalls, or is held at its memory.high) is protected, up to its
