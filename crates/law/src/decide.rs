@@ -300,7 +300,7 @@ mod tests {
             reclaim: true,
             guard: Amount::Bytes(0),
             centre: false,
-            released: true,
+            released: false,
         }
     }
 
@@ -551,6 +551,16 @@ mod tests {
             &knobs(),
         );
         assert_eq!(w.high, None, "both levels far above an empty cgroup");
+        // The pressure is over: `max` again, but the cgroup is nowhere near its limit.
+        let w = decide(
+            &obs(100 * MIB, Limit::Bytes(900 * MIB)),
+            &orig(),
+            None,
+            0,
+            0,
+            &knobs(),
+        );
+        assert_eq!(w.high, None);
         // Near usage (within the headroom) the write is made.
         let w = decide(
             &obs(100 * MIB, Limit::Bytes(120 * MIB)),
@@ -581,20 +591,24 @@ mod tests {
         ));
     }
 
-    /// Regression (issue 19): once the pressure was over, memory.high went back to `max` only
-    /// when the value the daemon had left was within the headroom of usage. The Redis pair on
-    /// 6.12 (420M step, 2026-11-29) kept a memory.high of 268 MiB over 228 for the rest of the
-    /// phase after the daemon let go: a ceiling nobody set, felt by a cgroup that regrows past
-    /// it between two ticks.
+    /// Regression (issue 19): once `kernel` enforced the split no more, memory.high went back
+    /// to `max` only when the value the daemon had left was within the headroom of usage. The
+    /// Redis pair on 6.12 (420M step, 2026-11-29) kept a memory.high of 268 MiB over 228 for
+    /// the rest of the phase after the enforcement ended: a ceiling nobody set, felt by a
+    /// cgroup that regrows past it between two ticks.
     #[test]
     fn regression_a_released_memory_high_far_above_usage_stayed_lowered() {
+        let released = Knobs {
+            released: true,
+            ..knobs()
+        };
         let w = decide(
             &obs(228 * MIB, Limit::Bytes(268 * MIB)),
             &orig(),
             None,
             0,
             16 * MIB,
-            &knobs(),
+            &released,
         );
         assert_eq!(w.high, Some(Limit::Max), "back to the original");
         let ops = Originals {
@@ -607,24 +621,20 @@ mod tests {
             None,
             0,
             16 * MIB,
-            &knobs(),
+            &released,
         );
         assert_eq!(w.high, Some(Limit::Bytes(900 * MIB)), "an operator's own");
         // Already there: nothing to write.
-        let w = decide(&obs(100 * MIB, Limit::Max), &orig(), None, 0, 0, &knobs());
+        let w = decide(&obs(100 * MIB, Limit::Max), &orig(), None, 0, 0, &released);
         assert_eq!(w.high, None);
         // While the split is enforced, a cgroup let go keeps the value it was held at.
-        let enforced = Knobs {
-            released: false,
-            ..knobs()
-        };
         let w = decide(
             &obs(228 * MIB, Limit::Bytes(268 * MIB)),
             &orig(),
             None,
             0,
             16 * MIB,
-            &enforced,
+            &knobs(),
         );
         assert_eq!(w.high, None, "far above usage: not written");
     }
