@@ -595,9 +595,10 @@ fn reach_bound(r: &Row<'_>) -> Option<u64> {
 }
 
 /// A cgroup held at its `memory.high` (`at_high`, [`held`] with its guard) uses no more than
-/// the limit, so its usage hides what it wants. Such a cgroup is given a demand of the whole pool (capped by its original limit and
-/// its memory.max), so that memory freed elsewhere flows back to it by weight, and pressure is
-/// not declared over merely because the throttle works. The same holds for one reaching for
+/// the limit, so its usage hides what it wants. Such a cgroup is given a demand of the whole
+/// pool (capped by its original limit and its memory.max), so that memory freed elsewhere
+/// flows back to it by weight, and pressure is not declared over merely because the throttle
+/// works. The same holds for one reaching for
 /// more in `kernel` mode (`conserving`; [`reaching`]), capped by [`reach_bound`] too unless
 /// it is held. `None` when neither.
 fn hidden_demand(r: &Row<'_>, capacity: u64, at_high: bool, conserving: bool) -> Option<u64> {
