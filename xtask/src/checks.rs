@@ -60,6 +60,42 @@ fn never<'a>(
         .collect()
 }
 
+/// `daemon-view`: the share of the samples from `from` on that carry the daemon's view of the
+/// pool and of every cgroup present, and whether its ticks went forward.
+fn daemon_view(results: &Results, from: u64, min_pct: f64) -> Outcome {
+    let judged: Vec<&Sample> = results
+        .samples
+        .iter()
+        .filter(|s| in_window(s, from, None))
+        .collect();
+    let viewed: Vec<u64> = judged
+        .iter()
+        .filter(|s| s.cgroups.iter().all(|c| !c.present || c.daemon.is_some()))
+        .filter_map(|s| s.daemon_pool.map(|p| p.tick))
+        .collect();
+    #[allow(clippy::cast_precision_loss)] // Sample counts.
+    let pct = 100.0 * viewed.len() as f64 / judged.len().max(1) as f64;
+    let forward = viewed.windows(2).all(|w| w[0] <= w[1])
+        && viewed
+            .first()
+            .zip(viewed.last())
+            .is_some_and(|(a, b)| a < b);
+    Outcome {
+        check: format!("daemon-view >= {min_pct}% from {from}s"),
+        pass: !judged.is_empty() && pct >= min_pct && forward,
+        detail: format!(
+            "{} of {} samples carry the daemon's view ({pct:.0} %), ticks {}",
+            viewed.len(),
+            judged.len(),
+            match (viewed.first(), viewed.last()) {
+                (Some(a), Some(b)) if forward => format!("{a}..{b}"),
+                (Some(a), Some(b)) => format!("{a}..{b}, not always forward"),
+                _ => "none".to_owned(),
+            }
+        ),
+    }
+}
+
 fn human_limit(l: Limit) -> String {
     match l {
         Limit::Max => "max".to_owned(),
@@ -344,6 +380,7 @@ fn one(check: &Check, scenario: &Scenario, results: &Results, summary: &Summary)
                 ),
             )
         }
+        Check::DaemonView { from, min_pct } => daemon_view(results, *from, *min_pct),
         Check::DaemonExitOk => {
             // The last exit: an earlier one may be a scenario's own `kill-daemon`.
             let exit = results
@@ -552,6 +589,7 @@ check = "no-oom-kill"
                 daemon_alive: Some(u64::from(t) <= alive_until),
                 daemon_cpu_usec: None,
                 kswapd_cpu_usec: None,
+                daemon_pool: None,
             });
         }
         r.events.push(Event {
@@ -663,6 +701,50 @@ check = "no-oom-kill"
         r.events.clear();
         let v = verdicts(&r);
         assert_eq!(v, vec![true, true, true, false, false, true]);
+    }
+
+    /// daemon-view: a sample counts when it carries the pool and a view of every cgroup
+    /// present; too few, or ticks that do not go forward, fail.
+    #[test]
+    fn daemon_view_counts_the_samples_that_carry_the_daemons_answers() {
+        use lab_agent::record::{DaemonCgroupView, DaemonPoolView};
+        let view = DaemonCgroupView {
+            target: 1,
+            entitlement: 1,
+            ceiling: None,
+            trim: None,
+        };
+        let with = |r: &mut Results, ticks: &[Option<u64>]| {
+            for (s, tick) in r.samples.iter_mut().zip(ticks) {
+                s.daemon_pool = tick.map(|tick| DaemonPoolView {
+                    tick,
+                    capacity: 1,
+                    enforcing: false,
+                    reclaiming: false,
+                });
+                s.cgroups[0].daemon = tick.map(|_| view);
+            }
+        };
+        let verdict = |r: &Results, min_pct: f64| daemon_view(r, 1, min_pct);
+        let mut r = results(Limit::Max, 5, 4);
+        with(&mut r, &[None, Some(3), Some(4), Some(4), Some(6)]);
+        let o = verdict(&r, 100.0);
+        assert!(o.pass, "{}", o.detail);
+        assert_eq!(
+            o.detail,
+            "4 of 4 samples carry the daemon's view (100 %), ticks 3..6"
+        );
+        with(&mut r, &[None, Some(3), None, Some(5), Some(6)]);
+        assert!(!verdict(&r, 90.0).pass);
+        assert!(verdict(&r, 75.0).pass);
+        with(&mut r, &[None, Some(3), Some(3), Some(3), Some(3)]);
+        assert!(!verdict(&r, 50.0).pass, "one answer kept is not live");
+        with(&mut r, &[None, Some(3), Some(5), Some(4), Some(6)]);
+        assert!(!verdict(&r, 50.0).pass, "ticks went back");
+        // The pool without a cgroup's view does not count.
+        with(&mut r, &[None, Some(3), Some(4), Some(5), Some(6)]);
+        r.samples[4].cgroups[0].daemon = None;
+        assert!(!verdict(&r, 100.0).pass);
     }
 
     /// host-podman provokes a refused reload on purpose: systemd logs "Reload failed" at

@@ -633,6 +633,7 @@ mod tests {
             daemon_alive: None,
             daemon_cpu_usec: None,
             kswapd_cpu_usec: None,
+            daemon_pool: None,
         }
     }
 

@@ -65,6 +65,67 @@ pub struct Sample {
     /// beside the daemon's (`None` when none could be read).
     #[serde(default)]
     pub kswapd_cpu_usec: Option<u64>,
+    /// memweightd's pool as its `status` reported it within the last
+    /// [`DAEMON_VIEW_STALE_S`] seconds (`daemon.sample_status`; `None` otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon_pool: Option<DaemonPoolView>,
+}
+
+/// A daemon status older than this many seconds is not recorded with a sample.
+pub const DAEMON_VIEW_STALE_S: u64 = 2;
+
+/// memweightd's pool at one sample, from its `status` (`daemon.sample_status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DaemonPoolView {
+    /// The daemon's tick number.
+    pub tick: u64,
+    /// Pool capacity.
+    pub capacity: u64,
+    /// The split is enforced beyond `memory.low` this tick.
+    pub enforcing: bool,
+    /// The kernel's global reclaim ran since the daemon's last tick.
+    pub reclaiming: bool,
+}
+
+/// memweightd's view of one cgroup at one sample, from its `status`
+/// (`daemon.sample_status`): what it aims at, where it would put memory.high and by how much
+/// it trims that, so that a run's timeline shows the decisions beside their effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DaemonCgroupView {
+    /// The water-filled target.
+    pub target: u64,
+    /// The entitlement (its share; what memory.low protects at most).
+    pub entitlement: u64,
+    /// The ceiling it puts on memory.high (`None`: none).
+    pub ceiling: Option<u64>,
+    /// `kernel` mode: how far the ceiling sits above (+) or below its share (`None`: none).
+    pub trim: Option<i64>,
+}
+
+impl DaemonCgroupView {
+    /// The view of one row of the daemon's `status`.
+    #[must_use]
+    pub fn of(row: &memweight_proto::ctl::CgroupStatus) -> Self {
+        DaemonCgroupView {
+            target: row.target,
+            entitlement: row.entitlement,
+            ceiling: row.ceiling,
+            trim: row.trim,
+        }
+    }
+}
+
+impl DaemonPoolView {
+    /// The view of the daemon's `status` pool.
+    #[must_use]
+    pub fn of(pool: &memweight_proto::ctl::Pool) -> Self {
+        DaemonPoolView {
+            tick: pool.tick,
+            capacity: pool.capacity,
+            enforcing: pool.enforcing,
+            reclaiming: pool.reclaiming,
+        }
+    }
 }
 
 /// One cgroup's files at one second; `None` where a file could not be read.
@@ -95,6 +156,10 @@ pub struct CgroupSample {
     pub events_oom_kill: Option<u64>,
     /// Workload throughput reported in the last seconds (ops/s).
     pub ops_per_s: Option<f64>,
+    /// memweightd's view of the cgroup (`daemon.sample_status`; `None` otherwise, or when
+    /// its `status` did not list the cgroup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon: Option<DaemonCgroupView>,
 }
 
 /// Guest-wide numbers at one second.
@@ -221,6 +286,7 @@ mod tests {
             daemon_alive: Some(true),
             daemon_cpu_usec: Some(1_500_000),
             kswapd_cpu_usec: Some(700_000),
+            daemon_pool: None,
         };
         let line = sample.progress_line(&[1, 2]);
         assert!(line.contains("c1 w1 100M/150 25k"), "{line}");

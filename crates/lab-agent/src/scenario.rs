@@ -410,6 +410,26 @@ pub struct DaemonSpec {
     /// memweightd's TOML configuration, written verbatim to `/etc/memweight.toml`.
     #[serde(default)]
     pub config: toml::Table,
+    /// Ask memweightd for its `status` on its control socket once a second while it runs and
+    /// record its view (pool capacity, enforcing, per cgroup target, entitlement, ceiling and
+    /// trim) with each sample. Off by default: each answer costs the daemon some CPU, which
+    /// the runs' `d-cpu` would count. Refused beside an action that stops or starts the
+    /// daemon.
+    #[serde(default)]
+    pub sample_status: bool,
+}
+
+impl DaemonSpec {
+    /// The control socket memweightd listens on: `[control] socket` of its configuration, or
+    /// the default.
+    #[must_use]
+    pub fn socket(&self) -> &str {
+        self.config
+            .get("control")
+            .and_then(|c| c.get("socket"))
+            .and_then(toml::Value::as_str)
+            .unwrap_or(memweight_proto::ctl::DEFAULT_SOCKET)
+    }
 }
 
 /// A built-in action of a timed command.
@@ -519,6 +539,17 @@ pub enum Check {
         /// Last second at which it must still run.
         #[serde(default)]
         until: Option<u64>,
+    },
+    /// With `daemon.sample_status`: in at least `min_pct` % of the samples from `from` on, the
+    /// daemon's `status` was recorded and listed every cgroup present, and the ticks it
+    /// reported went forward (live answers, not one kept; a daemon restarted counts its ticks
+    /// anew, so this is for a scenario where it runs throughout).
+    DaemonView {
+        /// First second judged.
+        #[serde(default)]
+        from: u64,
+        /// Share of the samples that must carry the view, in percent.
+        min_pct: f64,
     },
     /// The daemon exited with status 0 after SIGTERM.
     DaemonExitOk,

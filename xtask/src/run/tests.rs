@@ -157,3 +157,88 @@ fn a_based_on_chain_longer_than_the_limit_is_refused() {
     // One file fewer loads.
     load(&dir.path().join("s1.toml")).expect("within the limit");
 }
+
+#[test]
+fn timeseries_records_the_daemons_view_beside_each_sample() {
+    use lab_agent::record::{CgroupSample, DaemonCgroupView, DaemonPoolView, Sample};
+    let scenario = Scenario::parse(
+        "duration = 5\n[[cgroup]]\nname = \"c1\"\nweight = 1\nworkload = [\"sleep\"]\n\
+         [[cgroup]]\nname = \"c2\"\nweight = 2\nworkload = [\"sleep\"]\n\
+         [daemon]\nenabled = true\nsample_status = true\n",
+    )
+    .expect("scenario");
+    let cgroup = |name: &str, daemon| CgroupSample {
+        name: name.into(),
+        present: true,
+        current: Some(100),
+        daemon,
+        ..CgroupSample::default()
+    };
+    let sample = |t, pool, views: [Option<DaemonCgroupView>; 2]| Sample {
+        t,
+        cgroups: vec![cgroup("c1", views[0]), cgroup("c2", views[1])],
+        host: lab_agent::record::HostSample::default(),
+        pressure_size: 0,
+        pressure_current: None,
+        daemon_alive: Some(true),
+        daemon_cpu_usec: None,
+        kswapd_cpu_usec: None,
+        daemon_pool: pool,
+    };
+    let held = DaemonCgroupView {
+        target: 90,
+        entitlement: 95,
+        ceiling: Some(97),
+        trim: Some(-2),
+    };
+    let free = DaemonCgroupView {
+        ceiling: None,
+        trim: None,
+        ..held
+    };
+    let pool = DaemonPoolView {
+        tick: 3,
+        capacity: 300,
+        enforcing: true,
+        reclaiming: false,
+    };
+    let results = Results {
+        samples: vec![
+            sample(1.0, None, [None, None]),
+            sample(2.0, Some(pool), [Some(held), Some(free)]),
+        ],
+        ..Results::default()
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("timeseries.csv");
+    write_timeseries(&path, &scenario, &results, None).expect("written");
+    let text = fs::read_to_string(&path).expect("read");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].ends_with(
+            ",d_target,d_entitlement,d_ceiling,d_trim,d_capacity,d_enforcing,d_reclaiming"
+        ),
+        "{}",
+        lines[0]
+    );
+    let columns = lines[0].split(',').count();
+    assert!(
+        lines.iter().all(|l| l.split(',').count() == columns),
+        "{text}"
+    );
+    assert!(
+        lines[1].ends_with(",,,,,,,"),
+        "no view, empty: {}",
+        lines[1]
+    );
+    assert!(
+        lines[3].ends_with(",90,95,97,-2,300,true,false"),
+        "{}",
+        lines[3]
+    );
+    assert!(
+        lines[4].ends_with(",90,95,max,,300,true,false"),
+        "{}",
+        lines[4]
+    );
+}

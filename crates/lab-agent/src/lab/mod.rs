@@ -3,12 +3,14 @@
 //! samples once a second until the scenario's end.
 //!
 //! The rooms: `processes` (workloads, clients, the daemon, the pressure hog, timed commands:
-//! started, stopped, polled), `sample` (the 1 Hz sample of the host and the cgroups),
+//! started, stopped, polled), `sample` (the 1 Hz sample of the host and the cgroups), `status`
+//! (the daemon's own view, asked on its socket),
 //! `teardown` (the shutdown and the files sent back). Not here: the boot (`main.rs`), the
 //! console (`console`).
 
 mod processes;
 mod sample;
+mod status;
 mod teardown;
 
 use std::collections::HashMap;
@@ -90,6 +92,8 @@ pub(crate) struct Lab {
     daemon_stopping: bool,
     /// `/proc/PID` of every kswapd thread, found once (kernel threads do not come and go).
     kswapd: Vec<PathBuf>,
+    /// The daemon's newest `status` (`daemon.sample_status`).
+    status: Option<status::StatusSlot>,
     commands: Vec<PendingCommand>,
     command_files: Vec<(String, PathBuf)>,
 }
@@ -169,6 +173,8 @@ impl Lab {
             daemon: None,
             daemon_enabled: scenario.daemon.enabled,
             kswapd: kswapd_tasks(),
+            status: (scenario.daemon.enabled && scenario.daemon.sample_status)
+                .then(|| status::spawn(PathBuf::from(scenario.daemon.socket()), host)),
             daemon_stopping: false,
             commands: Vec::new(),
             command_files: Vec::new(),

@@ -1,5 +1,6 @@
 //! The 1 Hz sample: the host (meminfo, PSI, the pressure cgroup, the daemon's CPU time,
-//! kswapd's CPU time) and every workload cgroup's memory files, with the workloads' ops/s.
+//! kswapd's CPU time) and every workload cgroup's memory files, with the workloads' ops/s and,
+//! with `daemon.sample_status`, the daemon's view of each.
 //!
 //! Not here: the parsers of the files (`lab_agent::kfiles`), framing (`console`).
 
@@ -9,18 +10,24 @@ use std::path::{Path, PathBuf};
 use lab_agent::kfiles;
 use lab_agent::record::{CgroupSample, HostSample, Sample};
 
-use super::Lab;
+use super::{Lab, status};
 use crate::host;
 use crate::sys::read;
-use crate::{LAB_DAEMON_CGROUP, OPS_STALE};
+use crate::{CGROUP_ROOT, LAB_DAEMON_CGROUP, OPS_STALE};
 
 impl Lab {
     pub(super) fn sample(&self) -> Sample {
         let ops = self.ops.lock().map(|m| m.clone()).unwrap_or_default();
+        let dirs: Vec<&Path> = self.workloads.iter().map(|w| w.dir.as_path()).collect();
+        let (daemon_pool, mut views) = self.status.as_ref().map_or_else(
+            || (None, vec![None; dirs.len()]),
+            |slot| status::views(slot, Path::new(CGROUP_ROOT), &dirs),
+        );
         let cgroups = self
             .workloads
             .iter()
-            .map(|w| {
+            .zip(views.iter_mut())
+            .map(|(w, view)| {
                 let mut s = sample_cgroup(&w.dir);
                 s.name = w.name.clone();
                 s.ops_per_s = ops.get(&w.name).map(|(v, at)| {
@@ -30,6 +37,7 @@ impl Lab {
                         *v
                     }
                 });
+                s.daemon = view.take();
                 s
             })
             .collect();
@@ -69,6 +77,7 @@ impl Lab {
                 None
             },
             kswapd_cpu_usec: kswapd_cpu_usec(&self.kswapd),
+            daemon_pool,
         }
     }
 }
@@ -123,6 +132,7 @@ fn sample_cgroup(dir: &Path) -> CgroupSample {
         events_max: events.map(|e| e.max),
         events_oom_kill: events.map(|e| e.oom_kill),
         ops_per_s: None,
+        daemon: None,
     }
 }
 

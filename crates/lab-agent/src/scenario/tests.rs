@@ -278,3 +278,21 @@ fn end_when_done_judges_the_seconds_that_ran_and_needs_commands_and_an_empty_bal
     let given_back = format!("{held}[[balloon]]\nat = 9\nsize = \"0\"\n");
     assert!(Scenario::parse(&given_back).is_ok());
 }
+
+#[test]
+fn sample_status_asks_the_configured_socket_and_never_beside_a_stop() {
+    let asking = "duration = 5\n[daemon]\nenabled = true\nsample_status = true\n";
+    let s = Scenario::parse(asking).expect("parses");
+    assert!(s.daemon.sample_status);
+    assert_eq!(s.daemon.socket(), memweight_proto::ctl::DEFAULT_SOCKET);
+    let elsewhere = format!("{asking}[daemon.config.control]\nsocket = \"/run/x.sock\"\n");
+    let s = Scenario::parse(&elsewhere).expect("parses");
+    assert_eq!(s.daemon.socket(), "/run/x.sock");
+    for action in ["stop-daemon", "kill-daemon", "start-daemon"] {
+        let stopping = format!("{asking}[[command]]\nat = 2\naction = \"{action}\"\n");
+        match Scenario::parse(&stopping) {
+            Err(ScenarioError::Invalid(m)) => assert!(m.contains("sample_status"), "{m}"),
+            other => panic!("{action}: {other:?}"),
+        }
+    }
+}

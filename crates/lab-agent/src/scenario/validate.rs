@@ -152,6 +152,14 @@ impl Scenario {
                             cmd.at
                         ));
                     }
+                    if self.daemon.sample_status {
+                        return bad(format!(
+                            "command at {}s stops or starts the daemon, but [daemon] \
+                             sample_status asks it every second (on the host guest that \
+                             starts it again through its socket): drop one of them",
+                            cmd.at
+                        ));
+                    }
                 }
                 (None, Some(Action::RemoveCgroup)) => match &cmd.cgroup {
                     Some(name) if self.cgroup(name).is_some() => {}
@@ -189,6 +197,19 @@ impl Scenario {
                 && self.cgroup(n).is_none()
             {
                 return bad(format!("check names unknown cgroup {n:?}"));
+            }
+            if let Check::DaemonView { min_pct, .. } = check {
+                if !self.daemon.sample_status {
+                    return bad(
+                        "daemon-view judges what [daemon] sample_status records: set it to true"
+                            .into(),
+                    );
+                }
+                if !(min_pct.is_finite() && *min_pct > 0.0 && *min_pct <= 100.0) {
+                    return bad(format!(
+                        "daemon-view: min_pct {min_pct} must be above 0 and at most 100"
+                    ));
+                }
             }
             if let Check::UsageVsBaseline {
                 baseline, min_pct, ..
