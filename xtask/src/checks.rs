@@ -713,6 +713,7 @@ check = "no-oom-kill"
             entitlement: 1,
             ceiling: None,
             trim: None,
+            refaulted: None,
         };
         let with = |r: &mut Results, ticks: &[Option<u64>]| {
             for (s, tick) in r.samples.iter_mut().zip(ticks) {

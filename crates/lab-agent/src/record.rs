@@ -100,6 +100,10 @@ pub struct DaemonCgroupView {
     pub ceiling: Option<u64>,
     /// `kernel` mode: how far the ceiling sits above (+) or below its share (`None`: none).
     pub trim: Option<i64>,
+    /// Bytes it faulted back between the daemon's last two samples of it (`None`: a daemon
+    /// that does not say).
+    #[serde(default)]
+    pub refaulted: Option<u64>,
 }
 
 impl DaemonCgroupView {
@@ -111,6 +115,7 @@ impl DaemonCgroupView {
             entitlement: row.entitlement,
             ceiling: row.ceiling,
             trim: row.trim,
+            refaulted: row.refaulted,
         }
     }
 }

@@ -190,10 +190,12 @@ fn timeseries_records_the_daemons_view_beside_each_sample() {
         entitlement: 95,
         ceiling: Some(97),
         trim: Some(-2),
+        refaulted: Some(5),
     };
     let free = DaemonCgroupView {
         ceiling: None,
         trim: None,
+        refaulted: None,
         ..held
     };
     let pool = DaemonPoolView {
@@ -216,7 +218,7 @@ fn timeseries_records_the_daemons_view_beside_each_sample() {
     let lines: Vec<&str> = text.lines().collect();
     assert!(
         lines[0].ends_with(
-            ",d_target,d_entitlement,d_ceiling,d_trim,d_capacity,d_enforcing,d_reclaiming"
+            ",d_target,d_entitlement,d_ceiling,d_trim,d_refaulted,d_capacity,d_enforcing,d_reclaiming"
         ),
         "{}",
         lines[0]
@@ -232,12 +234,12 @@ fn timeseries_records_the_daemons_view_beside_each_sample() {
         lines[1]
     );
     assert!(
-        lines[3].ends_with(",90,95,97,-2,300,true,false"),
+        lines[3].ends_with(",90,95,97,-2,5,300,true,false"),
         "{}",
         lines[3]
     );
     assert!(
-        lines[4].ends_with(",90,95,max,,300,true,false"),
+        lines[4].ends_with(",90,95,max,,,300,true,false"),
         "{}",
         lines[4]
     );

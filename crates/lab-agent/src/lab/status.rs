@@ -108,7 +108,7 @@ mod tests {
             "exceed": 0, "target": target, "entitlement": target, "floor": 0,
             "ceiling": target + 1, "trim": -3, "high": null, "low": null, "swap": null,
             "psi_some_avg10": null, "psi_full_avg10": null, "events_high": 0, "events_max": 0,
-            "events_oom_kill": 0, "wrote_high": null, "wrote_low": null, "reclaim": null,
+            "events_oom_kill": 0, "refaulted": 4096, "wrote_high": null, "wrote_low": null, "reclaim": null,
             "state": "ok", "reason": "",
         }))
         .expect("a status row")
@@ -144,6 +144,7 @@ mod tests {
                 entitlement: 200,
                 ceiling: Some(201),
                 trim: Some(-3),
+                refaulted: Some(4096),
             })
         );
     }
