@@ -709,6 +709,7 @@ check = "no-oom-kill"
     fn daemon_view_counts_the_samples_that_carry_the_daemons_answers() {
         use lab_agent::record::{DaemonCgroupView, DaemonPoolView};
         let view = DaemonCgroupView {
+            usage: 1,
             target: 1,
             entitlement: 1,
             ceiling: None,

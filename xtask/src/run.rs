@@ -806,7 +806,7 @@ fn write_timeseries(
         "t,cgroup,weight,present,current,high,low,swap,psi_some10,psi_full10,ops_per_s,\
          events_high,events_max,events_oom_kill,target,host_mem_available,host_swap_used,\
          host_psi_some10,host_psi_full10,pressure_size,pressure_current,daemon_alive,host_mem_free,\
-         daemon_cpu_usec,kswapd_cpu_usec,d_target,d_entitlement,d_ceiling,d_trim,d_refaulted,\
+         daemon_cpu_usec,kswapd_cpu_usec,d_usage,d_target,d_entitlement,d_ceiling,d_trim,d_refaulted,\
          d_capacity,d_enforcing,d_reclaiming\n",
     );
     for s in &results.samples {
@@ -825,7 +825,7 @@ fn write_timeseries(
             });
             let _ = writeln!(
                 csv,
-                "{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 s.t,
                 c.name,
                 weight,
@@ -851,6 +851,7 @@ fn write_timeseries(
                 opt(s.host.mem_free),
                 opt(s.daemon_cpu_usec),
                 opt(s.kswapd_cpu_usec),
+                opt(c.daemon.map(|d| d.usage)),
                 opt(c.daemon.map(|d| d.target)),
                 opt(c.daemon.map(|d| d.entitlement)),
                 // No ceiling is `max`; no view at all, empty.

@@ -92,6 +92,10 @@ pub struct DaemonPoolView {
 /// it trims that, so that a run's timeline shows the decisions beside their effect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DaemonCgroupView {
+    /// memory.current as the daemon sampled it at its tick (the lab's sample is taken at
+    /// another moment of the second).
+    #[serde(default)]
+    pub usage: u64,
     /// The water-filled target.
     pub target: u64,
     /// The entitlement (its share; what memory.low protects at most).
@@ -111,6 +115,7 @@ impl DaemonCgroupView {
     #[must_use]
     pub fn of(row: &memweight_proto::ctl::CgroupStatus) -> Self {
         DaemonCgroupView {
+            usage: row.usage,
             target: row.target,
             entitlement: row.entitlement,
             ceiling: row.ceiling,

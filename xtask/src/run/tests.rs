@@ -186,6 +186,7 @@ fn timeseries_records_the_daemons_view_beside_each_sample() {
         daemon_pool: pool,
     };
     let held = DaemonCgroupView {
+        usage: 99,
         target: 90,
         entitlement: 95,
         ceiling: Some(97),
@@ -218,7 +219,7 @@ fn timeseries_records_the_daemons_view_beside_each_sample() {
     let lines: Vec<&str> = text.lines().collect();
     assert!(
         lines[0].ends_with(
-            ",d_target,d_entitlement,d_ceiling,d_trim,d_refaulted,d_capacity,d_enforcing,d_reclaiming"
+            ",d_usage,d_target,d_entitlement,d_ceiling,d_trim,d_refaulted,d_capacity,d_enforcing,d_reclaiming"
         ),
         "{}",
         lines[0]
@@ -234,12 +235,12 @@ fn timeseries_records_the_daemons_view_beside_each_sample() {
         lines[1]
     );
     assert!(
-        lines[3].ends_with(",90,95,97,-2,5,300,true,false"),
+        lines[3].ends_with(",99,90,95,97,-2,5,300,true,false"),
         "{}",
         lines[3]
     );
     assert!(
-        lines[4].ends_with(",90,95,max,,,300,true,false"),
+        lines[4].ends_with(",99,90,95,max,,,300,true,false"),
         "{}",
         lines[4]
     );

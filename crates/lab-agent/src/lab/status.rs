@@ -140,6 +140,7 @@ mod tests {
         assert_eq!(
             rows[2],
             Some(DaemonCgroupView {
+                usage: 0,
                 target: 200,
                 entitlement: 200,
                 ceiling: Some(201),
