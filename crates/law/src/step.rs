@@ -317,6 +317,7 @@ pub fn step(
                 reclaim: law.reclaim && r.reclaim_supported,
                 guard,
                 centre: conserving,
+                refaulted: r.refaulted,
                 released: conserving && !enforcing,
             };
             // What memory.low protects. In `kernel` mode only a cgroup that reaches for memory
@@ -423,7 +424,20 @@ fn trims(rows: &[Row<'_>], decisions: &[Decision], trimming: bool) -> Vec<i64> {
         .enumerate()
         .filter_map(|(row, (r, d))| {
             let share = i64::try_from(d.level_share?).ok().filter(|&s| s > 0)?;
-            let current = i64::try_from(r.sample.current).ok()?;
+            // Where it sat on average. One the daemon holds is sampled at the top of its
+            // sawtooth (it regrew by its refaults since the last tick's reclaim): half the
+            // sawtooth under that (`Knobs::refaulted`). Its top against the share, the trims
+            // evened out the tops: the cgroup that refaulted more sat lower on average, and
+            // its trim wound on (the Redis pair at 580M on 6.12, 2026-11-30: the weight-1
+            // server faulting back 10-12 MiB a tick, the weight-2 one 4-6, the trims -8.8 /
+            // +8.8 MiB after 24 s). One at its own memory.high has no such sawtooth: what
+            // kswapd takes and it faults back move it within the tick.
+            let swing = if limit_above(r.originals.high, r.sample.high) {
+                r.refaulted.min(d.level_share? / decide::SAWTOOTH_PART) / 2
+            } else {
+                0
+            };
+            let current = i64::try_from(r.sample.current.saturating_sub(swing)).ok()?;
             let error = share - current;
             // One under its share by more than it has in swap is not in contention for it: a
             // reaching cgroup's share may be more than its working set (its demand the whole
