@@ -100,77 +100,14 @@ pub struct Knobs {
     /// With `reclaim`: how far above the target memory.high is kept (bytes or % of the
     /// target); memory.reclaim moves usage the rest of the way.
     pub guard: Amount,
-    /// Centre the cgroup's sawtooth on the target (`kernel`'s enforcement, where the pool is
-    /// what the cgroups hold and the guards are not taken out of it): between two ticks a held
-    /// cgroup faults back [`Knobs::refaulted`] bytes, so memory.reclaim takes it to half of
-    /// that below the target and memory.high sits half of it and half a guard above: it
-    /// holds its target on average, not up to a guard more, and its tick's refaults fit under
-    /// memory.high instead of stalling in the kernel's throttle.
+    /// Centre the guard on the target: memory.high half a guard above it and memory.reclaim
+    /// half a guard below it, so that a cgroup refaulting into its guard between ticks holds
+    /// its target on average, not up to a guard more (`kernel`'s enforcement, where the pool is
+    /// what the cgroups hold and the guards are not taken out of it).
     pub centre: bool,
-    /// With `centre`: bytes the cgroup faulted back between its last two samples (its
-    /// sawtooth's height), counted up to a [`SAWTOOTH_PART`] of the target (a quarter, tried:
-    /// a toucher faulting back 30-55 MiB a tick was reclaimed that deep every tick).
-    pub refaulted: u64,
     /// The law holds none of the cgroups (`kernel`, the split not enforced): a memory.high
     /// going back to its original is written even far above usage (see [`decide`]).
     pub released: bool,
-}
-
-/// A tick's refaults widen a centred cgroup's sawtooth by at most this part of its target.
-pub const SAWTOOTH_PART: u64 = 8;
-
-/// Where a held cgroup's memory goes between two ticks in `kernel`'s enforcement, and where
-/// the daemon puts it so that it holds its target on average.
-///
-/// memory.reclaim takes it `below` the target; between two ticks it faults `refaulted` back,
-/// up to memory.high `above` the target, `depth` over the reclaim's mark (its refaults up to
-/// a [`SAWTOOTH_PART`] of the target, and half a guard). Growing linearly, one that regrows
-/// within the tick (`refaulted <= depth`) averages the mark plus half its refaults: `below`
-/// is half its refaults. One that regrows faster reaches memory.high a `depth / refaulted`
-/// part into the tick and stays there: it averages memory.high less `depth² / 2·refaulted`,
-/// which is `above`. A guard centred on the target whatever the refaults (until 2026-11-30)
-/// left one that faulted back less than the guard under its target on average, and one that
-/// faulted back more at its memory.high within each tick, stalling in the kernel's throttle:
-/// the weight-1 Redis server at 580M on 6.12 (share 80 MiB, guard 6.4), there in 5-21 of 24
-/// samples with PSI 5-6 %, the weight-2 one 0-7 and 1 %; a guard of twice the refaults
-/// centred on the target, tried, put the cgroups half their refaults below their shares
-/// (-4.3 / -5.1 %); memory.high half the refaults above the target, tried, held a Table-2
-/// toucher faulting back 45-50 MiB a tick at that limit the whole tick, +6.3 % over its share.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sawtooth {
-    /// memory.high above the target.
-    pub above: u64,
-    /// memory.reclaim's mark below the target.
-    pub below: u64,
-    /// How far under its sampled usage (taken at the tick, the top of its sawtooth) the
-    /// cgroup sat on average.
-    pub under_top: u64,
-}
-
-impl Sawtooth {
-    /// The sawtooth of a cgroup held to `target` that faulted `refaulted` bytes back in its
-    /// last tick, with a `guard` (bytes).
-    #[must_use]
-    pub fn of(target: u64, refaulted: u64, guard: u64) -> Sawtooth {
-        let depth = refaulted.min(target / SAWTOOTH_PART) + guard / 2;
-        if refaulted <= depth {
-            let half = refaulted / 2;
-            Sawtooth {
-                above: depth - half,
-                below: half,
-                under_top: half,
-            }
-        } else {
-            let pinned =
-                u64::try_from(u128::from(depth) * u128::from(depth) / (2 * u128::from(refaulted)))
-                    .unwrap_or(depth);
-            Sawtooth {
-                above: pinned,
-                below: depth - pinned,
-                under_top: pinned,
-            }
-        }
-    }
 }
 
 /// Writes wanted for one cgroup; `None` leaves a file alone.
@@ -246,27 +183,16 @@ pub fn decide(
             // at its share refaults into the guard between ticks instead of sleeping in the
             // kernel's throttling (issue 11); without it memory.high itself is the brake.
             let guard = if knobs.reclaim { knobs.guard.of(t) } else { 0 };
-            // Centred (`kernel`'s enforcement): the sawtooth a tick's refaults draw is placed
-            // so that the cgroup holds its target on average ([`Sawtooth`]). While memory.high
-            // still comes down (`next` above the target) it is at most half a guard above
-            // `next`, and the sawtooth's upper part counts from the target: added to `next`,
-            // a sawtooth wider than a step kept memory.high where it was (Table-2 on 6.12 at
-            // 500M, 2026-11-30: the weight-1 toucher held at 142-155 MiB for a ceiling of 107).
-            let (high_at, low_at) = if knobs.centre && knobs.reclaim {
-                let saw = Sawtooth::of(t, knobs.refaulted, guard);
-                (
-                    next.saturating_add(saw.above.min(guard - guard / 2))
-                        .max(t.saturating_add(saw.above)),
-                    next.saturating_sub(saw.below),
-                )
+            let (above, below) = if knobs.centre {
+                (guard - guard / 2, guard / 2)
             } else {
-                (next.saturating_add(guard), next)
+                (guard, 0)
             };
             // Never above the original, even when the floor is: an operator's own limit
             // below the floor stays theirs (the daemon only ever lowers from it).
-            let v = round_up(high_at.max(floor)).min(orig_high);
+            let v = round_up(next.saturating_add(above).max(floor)).min(orig_high);
             // memory.reclaim never takes usage below the floor.
-            (Limit::Bytes(v), Some(low_at.max(floor)))
+            (Limit::Bytes(v), Some(next.saturating_sub(below).max(floor)))
         }
         None => (orig.high, None),
     };
@@ -374,14 +300,14 @@ mod tests {
             reclaim: true,
             guard: Amount::Bytes(0),
             centre: false,
-            refaulted: 0,
             released: false,
         }
     }
 
-    /// `kernel`'s enforcement centres the sawtooth on the target: without refaults, reclaimed
-    /// to the target with memory.high half a guard above it (a guard below the target too
-    /// left the cgroup under it on average); the floor still bounds the reclaim.
+    /// `kernel`'s enforcement centres the guard on the target: memory.high half a guard above
+    /// it, memory.reclaim half a guard below it, so the sawtooth of refaults between ticks
+    /// averages the target (Table-2 on 6.12 with the guard above the target: the held-back
+    /// cgroup held +7.4 % and the other −14.7 %).
     #[test]
     fn centred_guard_straddles_the_target() {
         let k = Knobs {
@@ -398,7 +324,11 @@ mod tests {
             &k,
         );
         assert_eq!(w.high, Some(Limit::Bytes(274 * MIB)), "half a guard above");
-        assert_eq!(w.reclaim, Some(10 * MIB), "from 274 down to the target");
+        assert_eq!(
+            w.reclaim,
+            Some(20 * MIB),
+            "from 274 down to half a guard below: 254"
+        );
         let plain = Knobs { centre: false, ..k };
         let w = decide(
             &obs(300 * MIB, Limit::Max),
@@ -411,137 +341,18 @@ mod tests {
         assert_eq!(w.high, Some(Limit::Bytes(284 * MIB)), "a whole guard above");
         assert_eq!(w.reclaim, Some(20 * MIB), "from 284 down to the target");
         // Never below the floor.
-        let refaulting = Knobs {
-            refaulted: 40 * MIB,
-            ..k
-        };
         let w = decide(
             &obs(300 * MIB, Limit::Max),
             &orig(),
             Some(264 * MIB),
             0,
             260 * MIB,
-            &refaulting,
-        );
-        assert!(
-            w.reclaim.is_none_or(|r| 294 * MIB - r >= 260 * MIB),
-            "{w:?}"
-        );
-    }
-
-    /// Regression (issue 19): with the guard centred on the target whatever a cgroup faulted
-    /// back, the weight-1 Redis server at 580M on 6.12 (share 80 MiB, guard 6.4) faulted back
-    /// more in a tick than half its guard and sat at its memory.high in 5-21 of 24 samples,
-    /// stalling in the kernel's throttle (PSI 5-6 %, the weight-2 one 1 %), and it served
-    /// 10-12 % less. Its sawtooth is now centred: reclaimed half its refaults below the share,
-    /// memory.high half of them and half a guard above, a tick's refaults counted up to a
-    /// eighth of the share.
-    #[test]
-    fn regression_a_cgroup_refaulting_more_than_its_guard_stalled_at_its_memory_high() {
-        let k = Knobs {
-            guard: Amount::Percent(8.0),
-            centre: true,
-            ..knobs()
-        };
-        let at = |refaulted| {
-            decide(
-                &obs(90 * MIB, Limit::Bytes(84 * MIB)),
-                &orig(),
-                Some(80 * MIB),
-                0,
-                16 * MIB,
-                &Knobs { refaulted, ..k },
-            )
-        };
-        // 8 MiB a tick: reclaimed to 76, it regrows to 84 within the tick, under memory.high
-        // at 80 + 7.2 (its refaults and half a guard over the reclaim's mark).
-        let half_guard = Amount::Percent(8.0).of(80 * MIB) / 2;
-        let w = at(8 * MIB);
-        let high = (76 * MIB + 8 * MIB + half_guard).div_ceil(PAGE) * PAGE;
-        assert_eq!(w.high, Some(Limit::Bytes(high)));
-        assert_eq!(
-            w.reclaim,
-            Some(high - 76 * MIB),
-            "from memory.high down to 76"
-        );
-        // A burst faster than that: it will sit at memory.high most of the tick, so memory.high
-        // is just above the target and the mark an eighth of the share and half a guard under.
-        let w = at(200 * MIB);
-        let saw = Sawtooth::of(80 * MIB, 200 * MIB, 2 * half_guard);
-        assert!(saw.above < MIB, "{saw:?}");
-        assert_eq!(saw.above + saw.below, 10 * MIB + half_guard);
-        let high = (80 * MIB + saw.above).div_ceil(PAGE) * PAGE;
-        assert_eq!(w.high, Some(Limit::Bytes(high)));
-        assert_eq!(w.reclaim, Some(high - (80 * MIB - saw.below)));
-    }
-
-    /// The two ways a held cgroup regrows between two ticks: within the tick (its mean is the
-    /// reclaim's mark plus half its refaults: at the target), or faster (at memory.high from a
-    /// `depth / refaulted` part into the tick: its mean is memory.high less `depth² /
-    /// 2·refaulted`, the target); the two meet where the refaults are the depth.
-    #[test]
-    fn a_sawtooth_averages_its_target_either_way() {
-        let t = 80 * MIB;
-        let guard = 8 * MIB;
-        // Within the tick: 6 MiB, mark 3 under, memory.high 3 + 4 over.
-        let s = Sawtooth::of(t, 6 * MIB, guard);
-        assert_eq!((s.below, s.above, s.under_top), (3 * MIB, 7 * MIB, 3 * MIB));
-        // Faster: 40 MiB a tick, depth 10 + 4 = 14; at memory.high from 14/40 in.
-        let s = Sawtooth::of(t, 40 * MIB, guard);
-        let mean = |s: Sawtooth, r: u64| {
-            let (mark, high) = (t - s.below, t + s.above);
-            let at = (high - mark) as f64 / r as f64;
-            (mark as f64 + r as f64 * at / 2.0) * at + high as f64 * (1.0 - at)
-        };
-        assert_eq!(s.below + s.above, 14 * MIB);
-        assert!((mean(s, 40 * MIB) - t as f64).abs() < 2.0, "{s:?}");
-        assert_eq!(s.under_top, s.above, "sampled at memory.high");
-        // Where the two meet (refaults = depth = 10 + 4 MiB), both say the same.
-        let meet = Sawtooth::of(t, 14 * MIB, guard);
-        assert_eq!((meet.below, meet.above), (7 * MIB, 7 * MIB));
-        let past = Sawtooth::of(t, 14 * MIB + 1, guard);
-        assert!(past.above.abs_diff(meet.above) <= 1 && past.below.abs_diff(meet.below) <= 1);
-        // Nothing faulted back: at the target, half a guard of room.
-        assert_eq!(
-            Sawtooth::of(t, 0, guard),
-            Sawtooth {
-                above: 4 * MIB,
-                below: 0,
-                under_top: 0
-            }
-        );
-    }
-
-    /// Regression (Table-2 on 6.12 at 500M, 2026-11-30): the sawtooth's upper half was added
-    /// to where usage goes this tick, so while memory.high still came down toward the target a
-    /// cgroup faulting back more than a step a tick kept it where it was: the weight-1 toucher
-    /// (30-55 MiB a tick) stayed at its memory.high of 142-155 MiB for a ceiling of 107, 15.7 %
-    /// over its share. Coming down, memory.high is half a guard above this tick's step.
-    #[test]
-    fn regression_a_wide_sawtooth_kept_memory_high_from_coming_down() {
-        let k = Knobs {
-            guard: Amount::Percent(8.0),
-            max_step: 14 * MIB,
-            centre: true,
-            refaulted: 50 * MIB,
-            ..knobs()
-        };
-        let w = decide(
-            &obs(142 * MIB, Limit::Bytes(142 * MIB)),
-            &orig(),
-            Some(107 * MIB),
-            0,
-            16 * MIB,
             &k,
         );
-        // Half the way down: next = 124.5 MiB; memory.high the sawtooth's upper part (at most
-        // half a guard) above that, the mark its lower part under it.
-        let next = 142 * MIB - (142 * MIB - 107 * MIB) / 2;
-        let guard = Amount::Percent(8.0).of(107 * MIB);
-        let saw = Sawtooth::of(107 * MIB, 50 * MIB, guard);
-        let high = (next + saw.above.min(guard - guard / 2)).div_ceil(PAGE) * PAGE;
-        assert_eq!(w.high, Some(Limit::Bytes(high)), "{w:?}");
-        assert_eq!(w.reclaim, Some(high - (next - saw.below)));
+        assert!(
+            w.reclaim.is_none_or(|r| 274 * MIB - r >= 260 * MIB),
+            "{w:?}"
+        );
     }
 
     /// Regression (issue 11): memory.high came down at most `max_step` (10 % of usage) a
