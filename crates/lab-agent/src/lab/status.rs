@@ -68,18 +68,20 @@ pub(super) fn views(
     root: &Path,
     dirs: &[&Path],
 ) -> (Option<DaemonPoolView>, Vec<Option<DaemonCgroupView>>) {
-    let newest = slot.lock().ok().and_then(|s| {
-        s.as_ref()
-            .filter(|(at, _)| at.elapsed() <= Duration::from_secs(DAEMON_VIEW_STALE_S))
-            .map(|(_, status)| status.clone())
-    });
-    match newest {
-        Some(status) => (
-            Some(DaemonPoolView::of(&status.pool)),
-            rows_for(&status, root, dirs),
-        ),
-        None => (None, vec![None; dirs.len()]),
-    }
+    slot.lock()
+        .ok()
+        .and_then(|newest| {
+            newest
+                .as_ref()
+                .filter(|(at, _)| at.elapsed() <= Duration::from_secs(DAEMON_VIEW_STALE_S))
+                .map(|(_, status)| {
+                    (
+                        Some(DaemonPoolView::of(&status.pool)),
+                        rows_for(status, root, dirs),
+                    )
+                })
+        })
+        .unwrap_or_else(|| (None, vec![None; dirs.len()]))
 }
 
 /// Per directory, the row of `status` whose cgroup path (relative to `root`) it is.
