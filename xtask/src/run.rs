@@ -807,7 +807,7 @@ fn write_timeseries(
          events_high,events_max,events_oom_kill,target,host_mem_available,host_swap_used,\
          host_psi_some10,host_psi_full10,pressure_size,pressure_current,daemon_alive,host_mem_free,\
          daemon_cpu_usec,kswapd_cpu_usec,d_usage,d_target,d_entitlement,d_ceiling,d_trim,d_refaulted,\
-         d_capacity,d_enforcing,d_reclaiming\n",
+         d_capacity,d_enforcing,d_reclaiming,refaults,majfaults\n",
     );
     for s in &results.samples {
         for (i, c) in s.cgroups.iter().enumerate() {
@@ -825,7 +825,7 @@ fn write_timeseries(
             });
             let _ = writeln!(
                 csv,
-                "{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 s.t,
                 c.name,
                 weight,
@@ -863,6 +863,8 @@ fn write_timeseries(
                 opt(s.daemon_pool.map(|p| p.capacity)),
                 opt(s.daemon_pool.map(|p| p.enforcing)),
                 opt(s.daemon_pool.map(|p| p.reclaiming)),
+                opt(c.refaults),
+                opt(c.majfaults),
             );
         }
     }

@@ -299,7 +299,8 @@ pub fn vmstat(text: &str) -> Result<Vmstat, ParseError> {
 }
 
 /// The fields of a cgroup's `memory.stat` that memweight uses, in bytes except the
-/// event counters (`pgscan`, `pgsteal`, `workingset_refault_*`, which count pages).
+/// event counters (`pgscan`, `pgsteal`, `pgmajfault`, `workingset_refault_*`, which count
+/// pages or faults).
 ///
 /// Keys the running kernel does not print read as 0 (e.g. `kernel` before 5.18);
 /// keys not listed here are ignored.
@@ -341,6 +342,12 @@ pub struct MemoryStat {
     pub workingset_refault_anon: u64,
     /// Refaults of previously evicted page cache (a counter): thrashing.
     pub workingset_refault_file: u64,
+    /// Major faults (a counter): pages read back from swap or disk. Unlike the refault
+    /// counters it counts every such fault: with the multi-gen LRU (6.1+, 6.12's default) a
+    /// refault is counted only for a page evicted from the cgroup's oldest generation still
+    /// live, so a cgroup whose generations turn over fast faults back far more than
+    /// `workingset_refault_*` says.
+    pub pgmajfault: u64,
 }
 
 impl MemoryStat {
@@ -371,6 +378,7 @@ impl MemoryStat {
                 "pgsteal" => &mut stat.pgsteal,
                 "workingset_refault_anon" => &mut stat.workingset_refault_anon,
                 "workingset_refault_file" => &mut stat.workingset_refault_file,
+                "pgmajfault" => &mut stat.pgmajfault,
                 _ => return,
             };
             *field = value;

@@ -27,6 +27,11 @@ pub fn events(text: &str) -> Option<memweight_cgroupfs::MemoryEvents> {
     memweight_cgroupfs::MemoryEvents::parse(text).ok()
 }
 
+/// `memory.stat`: the fields the daemon uses, among them the refault and major-fault counters.
+pub fn memory_stat(text: &str) -> Option<memweight_cgroupfs::MemoryStat> {
+    memweight_cgroupfs::MemoryStat::parse(text).ok()
+}
+
 /// `cpu.stat`: `usage_usec`, the CPU time a cgroup's tasks used, in microseconds.
 pub fn cpu_usage_usec(text: &str) -> Option<u64> {
     parse::cpu_usage_usec(text).ok()

@@ -164,6 +164,14 @@ pub struct CgroupSample {
     pub events_max: Option<u64>,
     /// `memory.events` oom_kill.
     pub events_oom_kill: Option<u64>,
+    /// `memory.stat` `workingset_refault_anon` + `workingset_refault_file` (pages, since the
+    /// cgroup was made): what the kernel counts as faulted back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refaults: Option<u64>,
+    /// `memory.stat` `pgmajfault` (since the cgroup was made): every page read back from swap
+    /// or disk, which the multi-gen LRU's refault counter undercounts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub majfaults: Option<u64>,
     /// Workload throughput reported in the last seconds (ops/s).
     pub ops_per_s: Option<f64>,
     /// memweightd's view of the cgroup (`daemon.sample_status`; `None` otherwise, or when

@@ -171,6 +171,8 @@ fn timeseries_records_the_daemons_view_beside_each_sample() {
         name: name.into(),
         present: true,
         current: Some(100),
+        refaults: Some(7),
+        majfaults: Some(11),
         daemon,
         ..CgroupSample::default()
     };
@@ -219,7 +221,7 @@ fn timeseries_records_the_daemons_view_beside_each_sample() {
     let lines: Vec<&str> = text.lines().collect();
     assert!(
         lines[0].ends_with(
-            ",d_usage,d_target,d_entitlement,d_ceiling,d_trim,d_refaulted,d_capacity,d_enforcing,d_reclaiming"
+            ",d_usage,d_target,d_entitlement,d_ceiling,d_trim,d_refaulted,d_capacity,d_enforcing,d_reclaiming,refaults,majfaults"
         ),
         "{}",
         lines[0]
@@ -230,17 +232,17 @@ fn timeseries_records_the_daemons_view_beside_each_sample() {
         "{text}"
     );
     assert!(
-        lines[1].ends_with(",,,,,,,"),
+        lines[1].ends_with(",,,,,,,,,7,11"),
         "no view, empty: {}",
         lines[1]
     );
     assert!(
-        lines[3].ends_with(",99,90,95,97,-2,5,300,true,false"),
+        lines[3].ends_with(",99,90,95,97,-2,5,300,true,false,7,11"),
         "{}",
         lines[3]
     );
     assert!(
-        lines[4].ends_with(",99,90,95,max,,,300,true,false"),
+        lines[4].ends_with(",99,90,95,max,,,300,true,false,7,11"),
         "{}",
         lines[4]
     );

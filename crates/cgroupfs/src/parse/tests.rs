@@ -162,8 +162,9 @@ fn flat_keyed_rejects_malformed_lines() {
 #[test]
 fn memory_stat_picks_known_keys_and_defaults_missing() {
     let text = "anon 100\nfile 200\nkernel 3\nsomething_new 9\npgscan 7\n\
-                    workingset_refault_file 11\nslab_reclaimable 5\n";
+                    workingset_refault_file 11\nslab_reclaimable 5\npgmajfault 13\n";
     let stat = MemoryStat::parse(text).expect("valid memory.stat");
+    assert_eq!(stat.pgmajfault, 13);
     assert_eq!(stat.anon, 100);
     assert_eq!(stat.file, 200);
     assert_eq!(stat.kernel, 3);

@@ -119,6 +119,7 @@ fn sample_cgroup(dir: &Path) -> CgroupSample {
     let (psi_some10, psi_full10) =
         file("memory.pressure").map_or((None, None), |t| kfiles::psi_avg10(&t));
     let events = file("memory.events").and_then(|t| kfiles::events(&t));
+    let stat = file("memory.stat").and_then(|t| kfiles::memory_stat(&t));
     CgroupSample {
         name: String::new(),
         present: dir.is_dir(),
@@ -131,6 +132,11 @@ fn sample_cgroup(dir: &Path) -> CgroupSample {
         events_high: events.map(|e| e.high),
         events_max: events.map(|e| e.max),
         events_oom_kill: events.map(|e| e.oom_kill),
+        refaults: stat.map(|s| {
+            s.workingset_refault_anon
+                .saturating_add(s.workingset_refault_file)
+        }),
+        majfaults: stat.map(|s| s.pgmajfault),
         ops_per_s: None,
         daemon: None,
     }
