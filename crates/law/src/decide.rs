@@ -100,87 +100,14 @@ pub struct Knobs {
     /// With `reclaim`: how far above the target memory.high is kept (bytes or % of the
     /// target); memory.reclaim moves usage the rest of the way.
     pub guard: Amount,
-    /// Centre the cgroup's sawtooth on the target (`kernel`'s enforcement, where the pool is
-    /// what the cgroups hold and the guards are not taken out of it): between two ticks a held
-    /// cgroup regrows by [`Knobs::regrowth`], and [`Sawtooth`] places memory.reclaim's mark
-    /// and memory.high so that it holds its target on average, not up to a guard more.
+    /// Centre the guard on the target: memory.high half a guard above it and memory.reclaim
+    /// half a guard below it, so that a cgroup refaulting into its guard between ticks holds
+    /// its target on average, not up to a guard more (`kernel`'s enforcement, where the pool is
+    /// what the cgroups hold and the guards are not taken out of it).
     pub centre: bool,
-    /// With `centre`: bytes the cgroup read back between its last two samples (its major
-    /// faults, or its refaults where those say more: `step::Row::read_back`), how far it
-    /// regrows in a tick at most.
-    pub regrowth: u64,
     /// The law holds none of the cgroups (`kernel`, the split not enforced): a memory.high
     /// going back to its original is written even far above usage (see [`decide`]).
     pub released: bool,
-}
-
-/// A held cgroup that regrows by at most this part of its target in a tick (and half a guard)
-/// regrows within the tick ([`Sawtooth`]).
-pub const SAWTOOTH_PART: u64 = 8;
-
-/// Where a held cgroup's memory goes between two ticks in `kernel`'s enforcement, and where
-/// the daemon puts it so that it holds its target on average.
-///
-/// memory.reclaim takes it `below` the target; between two ticks it regrows by `regrowth`
-/// toward memory.high, `above` the target. Growing linearly, one that regrows by at most an
-/// eighth of its target and half a guard ([`SAWTOOTH_PART`]) does so within the tick, under
-/// its limit: its mark is half its regrowth under the target and memory.high half of it and
-/// half a guard over, and it averages the target. One that regrows faster thrashes: whatever
-/// the daemon does it reaches its memory.high before the next tick, and the kernel's throttle
-/// reclaims it there as fast as it faults back. Reclaimed `depth` under memory.high, it gets
-/// there a `depth / regrowth` part into the tick and averages memory.high less `depth² /
-/// 2·regrowth`, which is `above`. The depth is what the tick allows just past the first
-/// regime (`within² / regrowth`, `within` the bound above; so one regrowing a little faster
-/// than that is still off its limit most of the tick), but at least a guard: reclaimed
-/// deeper, one that thrashes gains nothing, and the daemon only does more of the work the
-/// throttle does anyway.
-///
-/// A guard centred on the target whatever the regrowth (until 2026-11-30) held the weight-1
-/// Redis server at 580M on 6.12 (share 80 MiB, guard 6.4, reading back 13-14 MiB a tick like
-/// the weight-2 one, whose guard is twice as wide) at its memory.high half of each tick:
-/// PSI 5-6 % against 1 %. Placed by the refault counter instead (2a1b7c0, reverted), the
-/// touchers' sawtooth was placed as if they regrew within the tick: with the multi-gen LRU
-/// the counter counts only pages evicted from the oldest live generation, and seed 002's
-/// weight-1 toucher read back 45-58 MiB a second where it said 5-10; it sat at the raised
-/// limit all tick, +7.6 % over its share. The major faults count every page read back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sawtooth {
-    /// memory.high above the target.
-    pub above: u64,
-    /// memory.reclaim's mark below the target.
-    pub below: u64,
-    /// How far under its sampled usage (taken at the tick, the top of its sawtooth) the
-    /// cgroup sat on average.
-    pub under_top: u64,
-}
-
-impl Sawtooth {
-    /// The sawtooth of a cgroup held to `target` that regrew by `regrowth` bytes in its last
-    /// tick, with a `guard` (bytes).
-    #[must_use]
-    pub fn of(target: u64, regrowth: u64, guard: u64) -> Sawtooth {
-        let within = target / SAWTOOTH_PART + guard / 2;
-        if regrowth <= within {
-            let half = regrowth / 2;
-            Sawtooth {
-                above: regrowth - half + (guard - guard / 2),
-                below: half,
-                under_top: half,
-            }
-        } else {
-            // As deep as the tick allows just past `within`, a guard for the fastest.
-            let square = |x: u64| u128::from(x) * u128::from(x);
-            let depth = u64::try_from(square(within) / u128::from(regrowth))
-                .unwrap_or(within)
-                .max(guard);
-            let pinned = u64::try_from(square(depth) / (2 * u128::from(regrowth))).unwrap_or(0);
-            Sawtooth {
-                above: pinned,
-                below: depth - pinned,
-                under_top: pinned,
-            }
-        }
-    }
 }
 
 /// Writes wanted for one cgroup; `None` leaves a file alone.
@@ -256,27 +183,16 @@ pub fn decide(
             // at its share refaults into the guard between ticks instead of sleeping in the
             // kernel's throttling (issue 11); without it memory.high itself is the brake.
             let guard = if knobs.reclaim { knobs.guard.of(t) } else { 0 };
-            // Centred (`kernel`'s enforcement): the sawtooth a tick's refaults draw is placed
-            // so that the cgroup holds its target on average ([`Sawtooth`]). While memory.high
-            // still comes down (`next` above the target) it is at most half a guard above
-            // `next`, and the sawtooth's upper part counts from the target: added to `next`,
-            // a sawtooth wider than a step kept memory.high where it was (Table-2 on 6.12 at
-            // 500M, 2026-11-30: the weight-1 toucher held at 142-155 MiB for a ceiling of 107).
-            let (high_at, low_at) = if knobs.centre && knobs.reclaim {
-                let saw = Sawtooth::of(t, knobs.regrowth, guard);
-                (
-                    next.saturating_add(saw.above.min(guard - guard / 2))
-                        .max(t.saturating_add(saw.above)),
-                    next.saturating_sub(saw.below),
-                )
+            let (above, below) = if knobs.centre {
+                (guard - guard / 2, guard / 2)
             } else {
-                (next.saturating_add(guard), next)
+                (guard, 0)
             };
             // Never above the original, even when the floor is: an operator's own limit
             // below the floor stays theirs (the daemon only ever lowers from it).
-            let v = round_up(high_at.max(floor)).min(orig_high);
+            let v = round_up(next.saturating_add(above).max(floor)).min(orig_high);
             // memory.reclaim never takes usage below the floor.
-            (Limit::Bytes(v), Some(low_at.max(floor)))
+            (Limit::Bytes(v), Some(next.saturating_sub(below).max(floor)))
         }
         None => (orig.high, None),
     };
@@ -384,14 +300,14 @@ mod tests {
             reclaim: true,
             guard: Amount::Bytes(0),
             centre: false,
-            regrowth: 0,
             released: false,
         }
     }
 
-    /// `kernel`'s enforcement centres the sawtooth on the target: without refaults, reclaimed
-    /// to the target with memory.high half a guard above it (a guard below the target too
-    /// left the cgroup under it on average); the floor still bounds the reclaim.
+    /// `kernel`'s enforcement centres the guard on the target: memory.high half a guard above
+    /// it, memory.reclaim half a guard below it, so the sawtooth of refaults between ticks
+    /// averages the target (Table-2 on 6.12 with the guard above the target: the held-back
+    /// cgroup held +7.4 % and the other −14.7 %).
     #[test]
     fn centred_guard_straddles_the_target() {
         let k = Knobs {
@@ -408,7 +324,11 @@ mod tests {
             &k,
         );
         assert_eq!(w.high, Some(Limit::Bytes(274 * MIB)), "half a guard above");
-        assert_eq!(w.reclaim, Some(10 * MIB), "from 274 down to the target");
+        assert_eq!(
+            w.reclaim,
+            Some(20 * MIB),
+            "from 274 down to half a guard below: 254"
+        );
         let plain = Knobs { centre: false, ..k };
         let w = decide(
             &obs(300 * MIB, Limit::Max),
@@ -421,147 +341,18 @@ mod tests {
         assert_eq!(w.high, Some(Limit::Bytes(284 * MIB)), "a whole guard above");
         assert_eq!(w.reclaim, Some(20 * MIB), "from 284 down to the target");
         // Never below the floor.
-        let refaulting = Knobs {
-            regrowth: 40 * MIB,
-            ..k
-        };
         let w = decide(
             &obs(300 * MIB, Limit::Max),
             &orig(),
             Some(264 * MIB),
             0,
             260 * MIB,
-            &refaulting,
-        );
-        assert!(
-            w.reclaim.is_none_or(|r| 294 * MIB - r >= 260 * MIB),
-            "{w:?}"
-        );
-    }
-
-    /// Regression (issue 19): with the guard centred on the target whatever a cgroup regrew,
-    /// the weight-1 Redis server at 580M on 6.12 (share 80 MiB, guard 6.4) read back 13-14 MiB
-    /// a tick, like the weight-2 one beside it whose guard is twice as wide, and sat at its
-    /// memory.high half of each tick, stalling in the kernel's throttle (PSI 5-6 %, the
-    /// weight-2 one 1 %). Its sawtooth is centred now: reclaimed half its regrowth below the
-    /// share, memory.high half of it and half a guard above.
-    #[test]
-    fn regression_a_cgroup_regrowing_more_than_its_guard_stalled_at_its_memory_high() {
-        let k = Knobs {
-            guard: Amount::Percent(8.0),
-            centre: true,
-            ..knobs()
-        };
-        let at = |regrowth| {
-            decide(
-                &obs(90 * MIB, Limit::Bytes(84 * MIB)),
-                &orig(),
-                Some(80 * MIB),
-                0,
-                16 * MIB,
-                &Knobs { regrowth, ..k },
-            )
-        };
-        let half_guard = Amount::Percent(8.0).of(80 * MIB) / 2;
-        // 13 MiB a tick: reclaimed to 73.5, it regrows to 86.5 within the tick, under
-        // memory.high at 80 + 6.5 + 3.2.
-        let w = at(13 * MIB);
-        let high = (80 * MIB + 13 * MIB / 2 + half_guard).div_ceil(PAGE) * PAGE;
-        assert_eq!(w.high, Some(Limit::Bytes(high)));
-        assert_eq!(
-            w.reclaim,
-            Some(high - (80 * MIB - 13 * MIB / 2)),
-            "from memory.high down to 73.5"
-        );
-        // Thrashing (200 MiB a tick): at memory.high most of the tick whatever is done, so
-        // memory.high is just above the target and the sawtooth a guard deep.
-        let w = at(200 * MIB);
-        let saw = Sawtooth::of(80 * MIB, 200 * MIB, 2 * half_guard);
-        assert!(saw.above < MIB, "{saw:?}");
-        assert_eq!(saw.above + saw.below, 2 * half_guard);
-        let high = (80 * MIB + saw.above).div_ceil(PAGE) * PAGE;
-        assert_eq!(w.high, Some(Limit::Bytes(high)));
-        assert_eq!(w.reclaim, Some(high - (80 * MIB - saw.below)));
-    }
-
-    /// The two ways a held cgroup regrows between two ticks: within the tick (its mean is the
-    /// reclaim's mark plus half its regrowth: the target), or faster (at memory.high from a
-    /// `guard / regrowth` part into the tick: its mean is memory.high less `guard² /
-    /// 2·regrowth`, the target too).
-    #[test]
-    fn a_sawtooth_averages_its_target_either_way() {
-        let t = 80 * MIB;
-        let guard = 8 * MIB;
-        // Its mean over a tick, growing linearly by `r` from the mark until memory.high.
-        let mean = |s: Sawtooth, r: u64| {
-            let (mark, high) = (t - s.below, t + s.above);
-            let at = ((high - mark) as f64 / r as f64).min(1.0);
-            (mark as f64 + r as f64 * at / 2.0) * at + high as f64 * (1.0 - at)
-        };
-        // Within the tick: 6 MiB, mark 3 under, memory.high 3 + 4 over.
-        let s = Sawtooth::of(t, 6 * MIB, guard);
-        assert_eq!((s.below, s.above, s.under_top), (3 * MIB, 7 * MIB, 3 * MIB));
-        assert!((mean(s, 6 * MIB) - t as f64).abs() < 2.0, "{s:?}");
-        // Up to an eighth of the target and half a guard (14 MiB) it stays within the tick.
-        let edge = Sawtooth::of(t, 14 * MIB, guard);
-        assert_eq!((edge.below, edge.above), (7 * MIB, 11 * MIB));
-        assert!((mean(edge, 14 * MIB) - t as f64).abs() < 2.0, "{edge:?}");
-        // Faster: 14²/r deep but at least a guard; at memory.high from depth/r in.
-        let cases = [
-            (14 * MIB + 1, 14 * MIB - 1),
-            (20 * MIB, 196 * MIB / 20),
-            (40 * MIB, guard),
-            (400 * MIB, guard),
-        ];
-        for (r, depth) in cases {
-            let s = Sawtooth::of(t, r, guard);
-            assert_eq!(s.below + s.above, depth, "{r}");
-            assert!((mean(s, r) - t as f64).abs() < 2.0, "{r}: {s:?}");
-            assert_eq!(s.under_top, s.above, "sampled at memory.high");
-        }
-        // Nothing regrown: at the target, half a guard of room.
-        assert_eq!(
-            Sawtooth::of(t, 0, guard),
-            Sawtooth {
-                above: 4 * MIB,
-                below: 0,
-                under_top: 0
-            }
-        );
-    }
-
-    /// Regression (Table-2 on 6.12 at 500M, 2026-11-30): the sawtooth's upper half was added
-    /// to where usage goes this tick, so while memory.high still came down toward the target a
-    /// cgroup faulting back more than a step a tick kept it where it was: the weight-1 toucher
-    /// (30-55 MiB a tick) stayed at its memory.high of 142-155 MiB for a ceiling of 107, 15.7 %
-    /// over its share. Coming down, memory.high is half a guard above this tick's step (here a
-    /// sawtooth within the tick, its upper part wider than half a guard).
-    #[test]
-    fn regression_a_wide_sawtooth_kept_memory_high_from_coming_down() {
-        let k = Knobs {
-            guard: Amount::Percent(8.0),
-            max_step: 14 * MIB,
-            centre: true,
-            regrowth: 16 * MIB,
-            ..knobs()
-        };
-        let w = decide(
-            &obs(142 * MIB, Limit::Bytes(142 * MIB)),
-            &orig(),
-            Some(107 * MIB),
-            0,
-            16 * MIB,
             &k,
         );
-        // Half the way down: next = 124.5 MiB; memory.high the sawtooth's upper part (at most
-        // half a guard) above that, the mark its lower part under it.
-        let next = 142 * MIB - (142 * MIB - 107 * MIB) / 2;
-        let guard = Amount::Percent(8.0).of(107 * MIB);
-        let saw = Sawtooth::of(107 * MIB, 16 * MIB, guard);
-        assert!(saw.above > guard - guard / 2, "{saw:?}");
-        let high = (next + saw.above.min(guard - guard / 2)).div_ceil(PAGE) * PAGE;
-        assert_eq!(w.high, Some(Limit::Bytes(high)), "{w:?}");
-        assert_eq!(w.reclaim, Some(high - (next - saw.below)));
+        assert!(
+            w.reclaim.is_none_or(|r| 274 * MIB - r >= 260 * MIB),
+            "{w:?}"
+        );
     }
 
     /// Regression (issue 11): memory.high came down at most `max_step` (10 % of usage) a

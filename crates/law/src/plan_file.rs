@@ -89,7 +89,6 @@ pub fn plan(file: &PlanFile) -> Result<PlanOutput, String> {
             refaulted: 0,
             refaulted_lately: 0,
             refaulted_file_lately: 0,
-            read_back: 0,
             trim: 0,
         })
         .collect();

@@ -62,13 +62,6 @@ pub struct Row<'a> {
     /// the same [`capacity::REACH_HOLD`]: under [`capacity::REFAULT_DEMAND`], what it reaches
     /// for is anonymous memory, all of which is in its swap (`reach_bound`).
     pub refaulted_file_lately: u64,
-    /// Bytes it read back between its last two full samples: its major faults (pages read
-    /// from swap or disk, `pgmajfault`), or `refaulted` where that says more. Held at a
-    /// share, it regrows by up to this in a tick ([`decide::Sawtooth`]). The refault counter
-    /// says far less with the multi-gen LRU, which counts a refault only for a page evicted
-    /// from the cgroup's oldest live generation: seed 002's weight-1 toucher on 6.12 read
-    /// back 45-58 MiB a second where `workingset_refault_*` said 5-10 (2026-11-30).
-    pub read_back: u64,
     /// Its trim from the last tick ([`CgroupStep::trim`]; 0 for a new cgroup).
     pub trim: i64,
 }
@@ -290,7 +283,7 @@ pub fn step(
         })
         .collect();
     let trimming = conserving && enforcing && matches!(plan.level, Level::Exact { .. });
-    let next_trims = trims(law, rows, &plan.decisions, trimming);
+    let next_trims = trims(rows, &plan.decisions, trimming);
 
     let cgroups = rows
         .iter()
@@ -324,7 +317,6 @@ pub fn step(
                 reclaim: law.reclaim && r.reclaim_supported,
                 guard,
                 centre: conserving,
-                regrowth: r.read_back,
                 released: conserving && !enforcing,
             };
             // What memory.low protects. In `kernel` mode only a cgroup that reaches for memory
@@ -411,7 +403,7 @@ const TRIM_SETTLE_PART: i64 = 4;
 /// what one gets the others give, and the pool stays what it is (no ratchet). Each is bounded to
 /// `share / TRIM_PART`; all are 0 while the split is not enforced, fewer than two cgroups
 /// are held to a share, or a step has begun (one of them far above its share).
-fn trims(law: &Law<'_>, rows: &[Row<'_>], decisions: &[Decision], trimming: bool) -> Vec<i64> {
+fn trims(rows: &[Row<'_>], decisions: &[Decision], trimming: bool) -> Vec<i64> {
     /// One cgroup held to a share.
     struct Held {
         row: usize,
@@ -431,21 +423,7 @@ fn trims(law: &Law<'_>, rows: &[Row<'_>], decisions: &[Decision], trimming: bool
         .enumerate()
         .filter_map(|(row, (r, d))| {
             let share = i64::try_from(d.level_share?).ok().filter(|&s| s > 0)?;
-            // Where it sat on average: one the daemon holds is sampled at the top of its
-            // sawtooth, `under_top` above its mean ([`decide::Sawtooth`]). Its top against the
-            // share, the trims evened out the tops: one pinned at its limit and one regrowing
-            // within the tick sit differently under their tops, and the trims wound on (the
-            // Redis pair at 580M on 6.12, 2026-11-30: -8.8 / +8.8 MiB after 24 s). One at its
-            // own memory.high has no such sawtooth: what kswapd takes and it faults back move
-            // it within the tick.
-            let swing = if limit_above(r.originals.high, r.sample.high) {
-                let share = d.level_share?;
-                let guard = guard_of(law, r.reclaim_supported).of(share);
-                decide::Sawtooth::of(share, r.read_back, guard).under_top
-            } else {
-                0
-            };
-            let current = i64::try_from(r.sample.current.saturating_sub(swing)).ok()?;
+            let current = i64::try_from(r.sample.current).ok()?;
             let error = share - current;
             // One under its share by more than it has in swap is not in contention for it: a
             // reaching cgroup's share may be more than its working set (its demand the whole

@@ -34,7 +34,6 @@ struct Cg {
     refaulted: u64,
     refaulted_lately: u64,
     refaulted_file_lately: u64,
-    read_back: u64,
     trim: i64,
 }
 
@@ -57,7 +56,6 @@ prop_compose! {
         refaulted in prop_oneof![Just(0u64), 0u64..(8 << 20)],
         earlier in prop_oneof![Just(0u64), 0u64..(8 << 20)],
         file in prop_oneof![Just(0u64), 0u64..(8 << 20)],
-        major in prop_oneof![Just(0u64), 0u64..(128 << 20)],
         trim in prop_oneof![Just(0i64), -(64i64 << 20)..(64 << 20)],
     ) -> Cg {
         let current = current * MIB;
@@ -84,7 +82,6 @@ prop_compose! {
             refaulted,
             refaulted_lately: refaulted.max(earlier),
             refaulted_file_lately: file.min(refaulted.max(earlier)),
-            read_back: refaulted.max(major),
             trim,
         }
     }
@@ -154,7 +151,6 @@ fn rows<'a>(cgs: &'a [Cg], names: &'a [String]) -> Vec<Row<'a>> {
             refaulted: c.refaulted,
             refaulted_lately: c.refaulted_lately,
             refaulted_file_lately: c.refaulted_file_lately,
-            read_back: c.read_back,
             trim: c.trim,
         })
         .collect()
@@ -192,7 +188,6 @@ fn plain(current: u64, weight: u32, some: f64, refaulted: u64) -> Cg {
         refaulted,
         refaulted_lately: refaulted,
         refaulted_file_lately: 0,
-        read_back: refaulted,
         trim: 0,
     }
 }
@@ -213,21 +208,11 @@ fn held_at(current: u64, weight: u32, some: f64, above: u64) -> Cg {
 }
 
 /// [`held_at`] 2 MiB above what it holds, stalled 20 %, with 64 MiB in swap (what kswapd took
-/// from it) and `trim` carried from the last tick. [`sampled_flat`]: its usage is its mean.
+/// from it) and `trim` carried from the last tick.
 fn bitten_with_trim(current: u64, weight: u32, trim: i64) -> Cg {
-    let mut c = sampled_flat(held_at(current, weight, 20.0, 2 * MIB));
+    let mut c = held_at(current, weight, 20.0, 2 * MIB);
     c.trim = trim;
     c.sample.swap_current = Some(64 * MIB);
-    c
-}
-
-/// `c` reaching as before (its refaults of the last ticks) but having faulted nothing back
-/// since the last tick: no sawtooth, so the usage sampled is where it sat on average (the
-/// trims count the error of that mean, `Knobs::regrowth`).
-fn sampled_flat(mut c: Cg) -> Cg {
-    c.refaulted_lately = c.refaulted_lately.max(c.refaulted);
-    c.refaulted = 0;
-    c.read_back = 0;
     c
 }
 
@@ -773,7 +758,7 @@ fn regression_the_kernels_bites_kept_one_held_container_under_its_share() {
     let law = shipped_law(&capacity);
     let short = scanning(150, Some(psi(20.0)));
     let carry = enforcing_carry();
-    let held_at = |current: u64, weight: u32| sampled_flat(held_at(current, weight, 20.0, 2 * MIB));
+    let held_at = |current: u64, weight: u32| held_at(current, weight, 20.0, 2 * MIB);
     // Weights 1:2:2 over 388 MiB: shares 77.6, 155.2, 155.2; the first bitten to 72 (what
     // kswapd took is in swap), within a guard of its share (still held).
     let mut cgs = vec![
@@ -872,7 +857,7 @@ fn regression_a_resident_cgroup_under_a_share_it_cannot_use_wound_the_trims() {
     let capacity = kernel_capacity();
     let law = shipped_law(&capacity);
     let short = scanning(150, Some(psi(20.0)));
-    let held_at = |current: u64, weight: u32| sampled_flat(held_at(current, weight, 20.0, 2 * MIB));
+    let held_at = |current: u64, weight: u32| held_at(current, weight, 20.0, 2 * MIB);
     // As above, but the first is under its share with nothing in swap: all it uses is there.
     let mut cgs = vec![
         held_at(72 * MIB, 1),
@@ -1157,12 +1142,9 @@ proptest! {
                 let Some(ceiling) = d.ceiling else {
                     return Err(TestCaseError::fail(format!("reclaim {r} without a ceiling")));
                 };
-                // `kernel` centres the sawtooth on the target: below it by half its regrowth
-                // (within the tick: at most an eighth of the target and half a guard) or by
-                // at most a guard (thrashing).
+                // `kernel` centres the guard on the target: up to half a guard below it.
                 let below = if capacity.mode == CapacityMode::Kernel {
-                    let t = ceiling.max(d.floor);
-                    law.guard.of(t).max(t / decide::SAWTOOTH_PART)
+                    law.guard.of(ceiling.max(d.floor)) / 2
                 } else {
                     0
                 };
@@ -1224,58 +1206,4 @@ fn ancestors_get_the_sum_of_their_descendants() {
         .into_iter()
         .collect();
     assert_eq!(got, want);
-}
-
-/// Regression (the Redis pair at 580M on 6.12, 2026-11-30): the trims counted the usage
-/// sampled at each tick, the top of a held cgroup's sawtooth, so they evened out the tops;
-/// a cgroup whose sawtooth is deeper sits further under its top on average, and the trims
-/// wound apart (-8.8 / +8.8 MiB after 24 s). Each counts its mean now (one the daemon holds:
-/// the sawtooth is its reclaim's, `decide::Sawtooth::under_top`): two cgroups each at its
-/// share on average keep their trims at 0, where the tops alone would move them apart.
-#[test]
-fn regression_the_trims_evened_out_the_tops_of_unequal_sawtooths() {
-    // Tops 86 and 163 MiB (shares of 249 by 1:2: 83, 166); means 81 and 162 after regrowing
-    // 10 and 2 MiB: each 2.4 % under its share, the common error.
-    let cg = |current: u64, weight: u32, regrowth: u64| {
-        let mut c = held_at(current, weight, 20.0, 2 * MIB);
-        c.read_back = regrowth;
-        c.sample.swap_current = Some(64 * MIB);
-        c
-    };
-    let run = |regrowth: [u64; 2]| {
-        let mut cgs = [cg(86 * MIB, 1, regrowth[0]), cg(163 * MIB, 2, regrowth[1])];
-        let mut carry = enforcing_carry();
-        for _ in 0..10 {
-            let out = trim_tick(&cgs, carry);
-            carry = out.next;
-            for (c, o) in cgs.iter_mut().zip(&out.cgroups) {
-                c.trim = o.trim;
-            }
-        }
-        cgs.map(|c| c.trim)
-    };
-    let trims = run([10 * MIB, 2 * MIB]);
-    assert!(
-        trims.iter().all(|t| t.unsigned_abs() < MIB / 4),
-        "each at its share on average: {trims:?}"
-    );
-    let flat = run([0, 0]);
-    assert!(
-        flat[0] < -(1 << 20) && flat[1] > 1 << 20,
-        "tops alone: the first pushed down {flat:?}"
-    );
-    // At their own memory.high (an operator's), nothing of the daemon's reclaim: where they
-    // are sampled is where they sit, whatever they regrew.
-    let mut cgs = [cg(86 * MIB, 1, 10 * MIB), cg(163 * MIB, 2, 2 * MIB)];
-    for c in &mut cgs {
-        c.originals.high = c.sample.high;
-    }
-    for _ in 0..10 {
-        // kswapd still scanning (none of them is the daemon's to keep it enforcing).
-        let out = trim_tick(&cgs, enforcing_carry());
-        for (c, o) in cgs.iter_mut().zip(&out.cgroups) {
-            c.trim = o.trim;
-        }
-    }
-    assert_eq!(cgs.map(|c| c.trim.signum()), [-1, 1], "as the tops say");
 }

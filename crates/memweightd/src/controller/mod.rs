@@ -107,12 +107,6 @@ impl Managed {
         self.refaults.iter().map(|r| r.file).max().unwrap_or(0)
     }
 
-    /// Bytes it read back between its last two full samples: its major faults, or its refaults
-    /// where those say more ([`step::Row::read_back`]).
-    fn read_back(&self) -> u64 {
-        self.refaults[0].major.max(self.refaults[0].bytes)
-    }
-
     /// Records a full sample's refaults (`None`: its first full sample, nothing to compare).
     fn record_refaults(&mut self, refaults: Option<Refaults>) {
         match refaults {
@@ -133,9 +127,6 @@ struct Refaults {
     /// Of them, file pages: what it lost of those is counted nowhere (anonymous memory it
     /// lost is in its swap).
     file: u64,
-    /// Pages it read back from swap or disk (`pgmajfault`), bytes: every one, where the
-    /// multi-gen LRU's refault counter leaves most of them out ([`step::Row::read_back`]).
-    major: u64,
 }
 
 impl Drop for Controller {
@@ -590,7 +581,6 @@ impl Controller {
                     refaulted: m.refaulted(),
                     refaulted_lately: m.refaulted_lately(),
                     refaulted_file_lately: m.refaulted_file_lately(),
-                    read_back: m.read_back(),
                     trim: m.trim,
                 };
                 Some((row, law_row))

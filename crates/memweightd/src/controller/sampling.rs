@@ -230,8 +230,7 @@ impl Controller {
 }
 
 /// What was faulted back between two `memory.stat` readings (`workingset_refault_anon` and
-/// `workingset_refault_file`, and `pgmajfault`, in bytes); 0 of a kind whose counter went
-/// backwards.
+/// `workingset_refault_file`, pages, in bytes); 0 of a kind whose counter went backwards.
 fn refaults(before: &MemoryStat, now: &MemoryStat) -> Refaults {
     let bytes = |pages: fn(&MemoryStat) -> u64| {
         pages(now)
@@ -243,7 +242,6 @@ fn refaults(before: &MemoryStat, now: &MemoryStat) -> Refaults {
     Refaults {
         bytes: anon.saturating_add(file),
         file,
-        major: bytes(|s| s.pgmajfault),
     }
 }
 
@@ -286,19 +284,13 @@ mod tests {
         let now = MemoryStat {
             workingset_refault_anon: 356,
             workingset_refault_file: 276,
-            pgmajfault: 1024,
             ..MemoryStat::default()
         };
         let want = Refaults {
             bytes: 2 << 20,
             file: 1 << 20,
-            major: 4 << 20,
         };
-        assert_eq!(
-            refaults(&before, &now),
-            want,
-            "256 pages of each kind, 1024 read back"
-        );
+        assert_eq!(refaults(&before, &now), want, "256 pages of each kind");
         assert_eq!(
             refaults(&now, &before),
             Refaults::default(),
@@ -325,7 +317,6 @@ mod tests {
         m.record_refaults(Some(Refaults {
             bytes: 4 << 20,
             file: 1 << 20,
-            major: 0,
         }));
         assert_eq!((m.refaulted(), m.refaulted_lately()), (4 << 20, 4 << 20));
         assert_eq!(m.refaulted_file_lately(), 1 << 20);
@@ -346,41 +337,8 @@ mod tests {
         m.record_refaults(Some(Refaults {
             bytes: 1 << 20,
             file: 0,
-            major: 0,
         }));
         m.record_refaults(None);
         assert_eq!(m.refaulted_lately(), 0, "a first full sample starts afresh");
-    }
-
-    /// Regression (issue 19, 2026-11-30): a held cgroup's sawtooth was placed by its refault
-    /// counter, which with the multi-gen LRU counts only pages evicted from the oldest live
-    /// generation (seed 002's weight-1 toucher on 6.12: 5-10 MiB a second where it read back
-    /// 45-58). Its regrowth is what it read back, or what it refaulted where that says more.
-    #[test]
-    fn regression_the_refault_counter_undercounted_a_thrashing_cgroups_regrowth() {
-        let mut m = Managed {
-            settings: Settings {
-                weight: 1,
-                min: 0,
-                max: None,
-            },
-            reclaim_supported: true,
-            last: None,
-            refaults: [Refaults::default(); REACH_HOLD],
-            refresh: false,
-            trim: 0,
-        };
-        m.record_refaults(Some(Refaults {
-            bytes: 6 << 20,
-            file: 0,
-            major: 50 << 20,
-        }));
-        assert_eq!((m.refaulted(), m.read_back()), (6 << 20, 50 << 20));
-        m.record_refaults(Some(Refaults {
-            bytes: 3 << 20,
-            file: 3 << 20,
-            major: 1 << 20,
-        }));
-        assert_eq!(m.read_back(), 3 << 20, "the refaults where they say more");
     }
 }
