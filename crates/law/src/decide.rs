@@ -119,6 +119,10 @@ pub struct Writes {
     pub low: Option<Limit>,
     /// Bytes to ask memory.reclaim for (after the memory.high write).
     pub reclaim: Option<u64>,
+    /// Not a write: where memory.reclaim takes usage this tick (its mark, never below the
+    /// floor), kept until the next tick so that the passes between two ticks take usage back
+    /// to it (`None`: memory.reclaim is not used on the cgroup this tick).
+    pub mark: Option<u64>,
 }
 
 impl Writes {
@@ -226,22 +230,19 @@ pub fn decide(
         w.low = Some(want_low);
     }
 
-    // memory.reclaim: usage above this tick's `next` is taken back (after the memory.high
-    // write, which itself reclaims down to the new limit). Never without a target from the
-    // policy: usage above an operator's own memory.high is the kernel's to throttle.
+    // memory.reclaim: usage above this tick's `next` is taken back, before the memory.high
+    // write (the job's order), so that a lowered memory.high lands above usage: written
+    // below it, it reclaims in the writer but also throttles the cgroup's own tasks while that
+    // lasts (`memory.events` high). Never without a target from the policy: usage above an
+    // operator's own memory.high is the kernel's to throttle.
     if knobs.reclaim
         && let Some(next) = next
     {
-        // A memory.high write below usage reclaims down to it by itself; usage that stays
-        // above a limit already in force (the workload outran the throttle) is taken too.
-        let from = match w.high {
-            Some(h) => obs.usage.min(h.bytes().unwrap_or(u64::MAX)),
-            None => obs.usage,
-        };
-        let over = from.saturating_sub(next);
+        let over = obs.usage.saturating_sub(next);
         if over > reclaim_slack(obs.usage) {
             w.reclaim = Some(over);
         }
+        w.mark = Some(next);
     }
     w
 }
@@ -326,9 +327,10 @@ mod tests {
         assert_eq!(w.high, Some(Limit::Bytes(274 * MIB)), "half a guard above");
         assert_eq!(
             w.reclaim,
-            Some(20 * MIB),
-            "from 274 down to half a guard below: 254"
+            Some(46 * MIB),
+            "from 300 down to half a guard below: 254"
         );
+        assert_eq!(w.mark, Some(254 * MIB), "kept for the passes between ticks");
         let plain = Knobs { centre: false, ..k };
         let w = decide(
             &obs(300 * MIB, Limit::Max),
@@ -339,7 +341,7 @@ mod tests {
             &plain,
         );
         assert_eq!(w.high, Some(Limit::Bytes(284 * MIB)), "a whole guard above");
-        assert_eq!(w.reclaim, Some(20 * MIB), "from 284 down to the target");
+        assert_eq!(w.reclaim, Some(36 * MIB), "from 300 down to the target");
         // Never below the floor.
         let w = decide(
             &obs(300 * MIB, Limit::Max),
@@ -349,10 +351,12 @@ mod tests {
             260 * MIB,
             &k,
         );
-        assert!(
-            w.reclaim.is_none_or(|r| 274 * MIB - r >= 260 * MIB),
-            "{w:?}"
+        assert_eq!(
+            w.reclaim,
+            Some(40 * MIB),
+            "from 300 to the floor, 260: {w:?}"
         );
+        assert_eq!(w.mark, Some(260 * MIB));
     }
 
     /// Regression (issue 11): memory.high came down at most `max_step` (10 % of usage) a
@@ -719,8 +723,15 @@ mod tests {
         assert_eq!(w.low, Some(Limit::Bytes(28 * MIB)));
     }
 
+    /// The defect: memory.reclaim came after the memory.high write and took only what that
+    /// write left, so a lowered memory.high landed below usage; while the write reclaimed (in
+    /// the daemon's job), the cgroup's own tasks hit the new limit and were throttled (the
+    /// weight-1 Redis server at 580M on 6.12, 2026-11-30: its share swinging 16 MiB with the
+    /// pool, `memory.events` high 5-11 a second). memory.reclaim now takes usage down to the
+    /// tick's mark first and memory.high comes down above it; without a guard the mark is the
+    /// step itself.
     #[test]
-    fn without_a_guard_reclaim_takes_only_usage_above_the_limit_in_force() {
+    fn regression_a_lowered_memory_high_throttled_the_cgroup_while_it_reclaimed() {
         let w = decide(
             &obs(300 * MIB, Limit::Max),
             &orig(),
@@ -729,10 +740,13 @@ mod tests {
             0,
             &knobs(),
         );
+        assert_eq!(w.high, Some(Limit::Bytes(200 * MIB)), "half the gap");
         assert_eq!(
-            w.reclaim, None,
-            "first drop: the memory.high write reclaims"
+            w.reclaim,
+            Some(100 * MIB),
+            "first drop: usage to the step by memory.reclaim, not by the memory.high write"
         );
+        assert_eq!(w.mark, Some(200 * MIB));
         let w = decide(
             &obs(280 * MIB, Limit::Bytes(200 * MIB)),
             &orig(),

@@ -306,6 +306,7 @@ async fn run(
     });
     let mut hup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
     let mut interval = new_interval(tick);
+    let mut passes = new_interval(tick / ctl.config().reclaim_passes);
     let mut ready = false;
     let mut notifier = systemd::Notifier::new(systemd::watchdog_from_env());
     info!(config = %config_path.display(), ?tick, enforce = ctl.config().enforce, "memweightd started");
@@ -398,6 +399,15 @@ async fn run(
                     Err(memweightd::controller::ControlError::Stopping) => {}
                     Err(e) => warn!(error = %e, "tick failed"),
                 }
+            }
+            // The passes between ticks (`reclaim_passes`; 1: none), last: a tick or a call
+            // goes first. A reload that changed the tick or the passes starts them anew.
+            _ = passes.tick(), if ready && ctl.config().reclaim_passes > 1 => {
+                let period = tick / ctl.config().reclaim_passes;
+                if passes.period() != period {
+                    passes = new_interval(period);
+                }
+                ctl.reclaim_pass().await;
             }
         }
     }

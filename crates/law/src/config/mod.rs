@@ -30,7 +30,8 @@ use std::path::{Path, PathBuf};
 pub use rules::{LabelBounds, Rule, Rules, Settings, nests};
 pub use sections::{
     CapacityConfig, CapacityMode, CgroupRule, Config, ContainersConfig, ControlConfig,
-    DEFAULT_ENGINE_SOCKETS, DEFAULT_GUARD_PERCENT, MAX_TICK, MIN_TICK, MetricsConfig,
+    DEFAULT_ENGINE_SOCKETS, DEFAULT_GUARD_PERCENT, DEFAULT_RECLAIM_PASSES, MAX_RECLAIM_PASSES,
+    MAX_TICK, MIN_TICK, MetricsConfig,
 };
 pub use values::{Amount, Interval, Reserve, parse_amount, parse_interval};
 

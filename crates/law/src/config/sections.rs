@@ -15,6 +15,11 @@ use serde::Deserialize;
 
 use super::{Amount, Interval, Reserve};
 
+/// Default [`Config::reclaim_passes`]: every quarter of a tick.
+pub const DEFAULT_RECLAIM_PASSES: u32 = 4;
+/// Most [`Config::reclaim_passes`]: a pass every 6 ms at the shortest tick (100 ms) reads one
+/// file per held cgroup; more would be a busy loop.
+pub const MAX_RECLAIM_PASSES: u32 = 16;
 /// Default [`Config::guard`]: memory.high this many percent above the target.
 pub const DEFAULT_GUARD_PERCENT: f64 = 8.0;
 /// Shortest `tick` accepted.
@@ -232,6 +237,12 @@ pub struct Config {
     /// (bytes or % of the target). `"0%"`: memory.high at the target, memory.reclaim only for
     /// usage that outran it (the behaviour before issue 11).
     pub guard: Amount,
+    /// `memory.reclaim` passes per tick on a cgroup held at a share (`1..=MAX_RECLAIM_PASSES`):
+    /// the tick's own, and the rest evenly between ticks, each taking usage that regrew past
+    /// the tick's mark back to it, so that a cgroup that refaults more in a tick than its guard
+    /// does not reach its `memory.high` and reclaim its own pages in the kernel's throttle.
+    /// `1`: only at the tick.
+    pub reclaim_passes: u32,
     /// Idle memory tax, percent (`0..=99`, 0 = off): memory a cgroup holds but does not use
     /// (beyond the kernel's active LRU lists) weighs `100 / (100 − idle_tax)` times what
     /// active memory does when the pool is shared, so idle memory gives way first (VMware
@@ -273,6 +284,7 @@ impl Default for Config {
             enforce: true,
             reclaim: true,
             guard: Amount::Percent(DEFAULT_GUARD_PERCENT),
+            reclaim_passes: DEFAULT_RECLAIM_PASSES,
             idle_tax: 0,
             max_step: Amount::Percent(10.0),
             min_floor: Size(16 << 20),

@@ -174,6 +174,8 @@ fn errors_name_the_field() {
 fn validation_messages_are_unchanged() {
     let cases = [
         "tick = \"0s\"",
+        "reclaim_passes = 0",
+        "reclaim_passes = 17",
         "idle_tax = 100",
         "max_step = \"0%\"",
         "cgroup_root = \"rel\"",
@@ -196,6 +198,8 @@ fn validation_messages_are_unchanged() {
         .collect();
     let want = [
         "test.toml: tick: must be between 100ms and 10s, got 0ns",
+        "test.toml: reclaim_passes: must be 1..=16 (memory.reclaim passes per tick; 1: only at the tick), got 0",
+        "test.toml: reclaim_passes: must be 1..=16 (memory.reclaim passes per tick; 1: only at the tick), got 17",
         "test.toml: idle_tax: must be 0..=99 (percent; 75 is VMware ESX's default), got 100",
         "test.toml: max_step: 0% would never lower memory.high; use e.g. \"10%\" or \"64M\"",
         "test.toml: cgroup_root: must be an absolute path",

@@ -7,7 +7,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::{CapacityMode, Config, ConfigError, MAX_TICK, MIN_TICK, Problem, Rules, invalid_in};
+use super::{
+    CapacityMode, Config, ConfigError, MAX_RECLAIM_PASSES, MAX_TICK, MIN_TICK, Problem, Rules,
+    invalid_in,
+};
 
 impl Config {
     /// Checks values the types cannot and compiles the rules, section by section; the first
@@ -23,7 +26,8 @@ impl Config {
         self.rules(path)
     }
 
-    /// The keys outside any section: `tick`, `idle_tax`, `max_step`, the roots, `log_level`.
+    /// The keys outside any section: `tick`, `reclaim_passes`, `idle_tax`, `max_step`, the
+    /// roots, `log_level`.
     fn check_top_level(&self) -> Result<(), Problem> {
         if !(MIN_TICK..=MAX_TICK).contains(&self.tick.0) {
             return Err((
@@ -31,6 +35,16 @@ impl Config {
                 format!(
                     "must be between {MIN_TICK:?} and {MAX_TICK:?}, got {:?}",
                     self.tick.0
+                ),
+            ));
+        }
+        if !(1..=MAX_RECLAIM_PASSES).contains(&self.reclaim_passes) {
+            return Err((
+                "reclaim_passes",
+                format!(
+                    "must be 1..={MAX_RECLAIM_PASSES} (memory.reclaim passes per tick; 1: only at \
+                     the tick), got {}",
+                    self.reclaim_passes
                 ),
             ));
         }

@@ -19,7 +19,7 @@ use tracing::{debug, error, info, warn};
 
 use super::Controller;
 use super::sampling::Sampled;
-use crate::decide::{Originals, Writes};
+use crate::decide::{Originals, Writes, reclaim_slack};
 use crate::ledger::Restored;
 use crate::step::{CgroupStep, Step, limit_above};
 
@@ -77,6 +77,57 @@ impl Controller {
             }
         }
         for p in refresh {
+            if let Some(m) = self.managed.get_mut(&p) {
+                m.refresh = true;
+            }
+        }
+    }
+
+    /// A pass between two ticks: each held cgroup whose usage regrew past the mark its last
+    /// tick's memory.reclaim took it to (by more than [`reclaim_slack`]) is taken back there,
+    /// one blocking job per cgroup as at a tick (none while its last job still runs). Only
+    /// `memory.current` is read; the limits are the tick's to decide.
+    ///
+    /// Why: a held cgroup refaults between ticks, and one that regrows more in a tick than its
+    /// guard reaches its `memory.high` before the next and reclaims its own pages in the
+    /// kernel's throttle for the rest of the tick; passes between ticks do that reclaim in
+    /// the daemon's context, as kswapd would.
+    pub async fn reclaim_pass(&mut self) {
+        self.collect_jobs(Duration::ZERO).await;
+        if !self.enforcing() {
+            return;
+        }
+        let mut spawned: Vec<String> = Vec::new();
+        for (path, m) in &self.managed {
+            let Some(mark) = m.mark else {
+                continue;
+            };
+            if !m.reclaim_supported || self.jobs.contains_key(path) || !self.ledger.may_write(path)
+            {
+                continue;
+            }
+            // Gone, or unreadable for a moment: the next tick sees to it.
+            let Ok(Some((current, _, _))) = self.fs.sample_light(path) else {
+                continue;
+            };
+            let over = current.saturating_sub(mark);
+            if over <= reclaim_slack(current) {
+                continue;
+            }
+            let writes = Writes {
+                reclaim: Some(over),
+                ..Writes::default()
+            };
+            let fs = Arc::clone(&self.fs);
+            let stopping = Arc::clone(&self.stopping);
+            let p = path.clone();
+            self.jobs.insert(
+                path.clone(),
+                tokio::task::spawn_blocking(move || apply(&fs, &p, writes, &stopping)),
+            );
+            spawned.push(path.clone());
+        }
+        for p in spawned {
             if let Some(m) = self.managed.get_mut(&p) {
                 m.refresh = true;
             }
@@ -337,7 +388,8 @@ fn read_limit(
     }
 }
 
-/// Writes one cgroup's limits, high before low before reclaim; runs on the blocking pool.
+/// Writes one cgroup's limits, memory.reclaim before memory.high (see `decide`) before
+/// memory.low; runs on the blocking pool.
 fn apply(fs: &CgroupFs, path: &str, writes: Writes, stopping: &AtomicBool) -> JobResult {
     let mut r = JobResult {
         path: path.to_owned(),
@@ -357,7 +409,19 @@ fn apply(fs: &CgroupFs, path: &str, writes: Writes, stopping: &AtomicBool) -> Jo
             false
         }
     };
-    if let Some(h) = writes.high {
+    if let Some(bytes) = writes.reclaim
+        && !stopping.load(Ordering::SeqCst)
+    {
+        match fs.reclaim(path, bytes) {
+            Ok(Reclaimed::Done | Reclaimed::Partial) => r.writes.reclaim = Some(bytes),
+            Ok(Reclaimed::Gone) => r.gone = true,
+            Ok(Reclaimed::Unsupported) => r.reclaim_unsupported = true,
+            Err(e) => r.errors.push(e.to_string()),
+        }
+    }
+    if let Some(h) = writes.high
+        && !r.gone
+    {
         if stopping.load(Ordering::SeqCst) {
             return r;
         }
@@ -373,17 +437,6 @@ fn apply(fs: &CgroupFs, path: &str, writes: Writes, stopping: &AtomicBool) -> Jo
         }
         if done(fs.write_low(path, l), &mut r) {
             r.writes.low = Some(l);
-        }
-    }
-    if let Some(bytes) = writes.reclaim
-        && !r.gone
-        && !stopping.load(Ordering::SeqCst)
-    {
-        match fs.reclaim(path, bytes) {
-            Ok(Reclaimed::Done | Reclaimed::Partial) => r.writes.reclaim = Some(bytes),
-            Ok(Reclaimed::Gone) => r.gone = true,
-            Ok(Reclaimed::Unsupported) => r.reclaim_unsupported = true,
-            Err(e) => r.errors.push(e.to_string()),
         }
     }
     r

@@ -335,6 +335,7 @@ impl Controller {
                 refaults: [Refaults::default(); REACH_HOLD],
                 refresh: true,
                 trim: 0,
+                mark: None,
             },
         );
     }

@@ -87,6 +87,9 @@ struct Managed {
     refresh: bool,
     /// Its trim, carried from one tick's law to the next ([`step::CgroupStep::trim`]).
     trim: i64,
+    /// Where the last tick's memory.reclaim took its usage ([`crate::decide::Writes::mark`]):
+    /// the passes between ticks take it back there ([`Controller::reclaim_pass`]).
+    mark: Option<u64>,
 }
 
 impl Managed {
@@ -599,6 +602,7 @@ impl Controller {
         for (row, c) in rows.iter().zip(&step.cgroups) {
             if let Some(m) = self.managed.get_mut(&row.wanted.path) {
                 m.trim = c.trim;
+                m.mark = c.writes.mark;
             }
         }
         if let Some(e) = &step.rejected {

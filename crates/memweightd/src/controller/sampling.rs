@@ -313,6 +313,7 @@ mod tests {
             refaults: [Refaults::default(); REACH_HOLD],
             refresh: false,
             trim: 0,
+            mark: None,
         };
         m.record_refaults(Some(Refaults {
             bytes: 4 << 20,
