@@ -105,6 +105,10 @@ pub struct Knobs {
     /// its target on average, not up to a guard more (`kernel`'s enforcement, where the pool is
     /// what the cgroups hold and the guards are not taken out of it).
     pub centre: bool,
+    /// memory.reclaim passes per tick (`reclaim_passes`, at least 1): centred, the mark is a
+    /// guard over twice this under the target, since a cgroup regrows into its guard between two
+    /// passes, not through a whole tick.
+    pub passes: u32,
     /// The law holds none of the cgroups (`kernel`, the split not enforced): a memory.high
     /// going back to its original is written even far above usage (see [`decide`]).
     pub released: bool,
@@ -188,7 +192,10 @@ pub fn decide(
             // kernel's throttling (issue 11); without it memory.high itself is the brake.
             let guard = if knobs.reclaim { knobs.guard.of(t) } else { 0 };
             let (above, below) = if knobs.centre {
-                (guard - guard / 2, guard / 2)
+                (
+                    guard - guard / 2,
+                    guard / 2 / u64::from(knobs.passes.max(1)),
+                )
             } else {
                 (guard, 0)
             };
@@ -301,13 +308,14 @@ mod tests {
             reclaim: true,
             guard: Amount::Bytes(0),
             centre: false,
+            passes: 1,
             released: false,
         }
     }
 
     /// `kernel`'s enforcement centres the guard on the target: memory.high half a guard above
-    /// it, memory.reclaim half a guard below it, so the sawtooth of refaults between ticks
-    /// averages the target (Table-2 on 6.12 with the guard above the target: the held-back
+    /// it, memory.reclaim half a guard below it (divided by the passes a tick), so the
+    /// sawtooth of refaults between two reclaims averages the target (Table-2 on 6.12 with the guard above the target: the held-back
     /// cgroup held +7.4 % and the other −14.7 %).
     #[test]
     fn centred_guard_straddles_the_target() {
@@ -342,6 +350,24 @@ mod tests {
         );
         assert_eq!(w.high, Some(Limit::Bytes(284 * MIB)), "a whole guard above");
         assert_eq!(w.reclaim, Some(36 * MIB), "from 300 down to the target");
+        // Four passes a tick: the cgroup regrows into its guard for a quarter of a tick
+        // between two of them, so the mark is an eighth of a guard under the target.
+        let four = Knobs { passes: 4, ..k };
+        let w = decide(
+            &obs(300 * MIB, Limit::Max),
+            &orig(),
+            Some(264 * MIB),
+            0,
+            16 * MIB,
+            &four,
+        );
+        assert_eq!(
+            w.high,
+            Some(Limit::Bytes(274 * MIB)),
+            "still half a guard above"
+        );
+        assert_eq!(w.mark, Some(264 * MIB - 5 * MIB / 2));
+        assert_eq!(w.reclaim, Some(36 * MIB + 5 * MIB / 2));
         // Never below the floor.
         let w = decide(
             &obs(300 * MIB, Limit::Max),

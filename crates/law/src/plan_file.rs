@@ -41,6 +41,7 @@ pub fn plan(file: &PlanFile) -> Result<PlanOutput, String> {
         max_step: cfg.max_step,
         reclaim: cfg.reclaim,
         guard: cfg.guard,
+        reclaim_passes: cfg.reclaim_passes,
         idle_tax: cfg.idle_tax,
     };
     let samples: Vec<CgroupSample> = file

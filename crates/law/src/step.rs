@@ -31,6 +31,8 @@ pub struct Law<'a> {
     pub reclaim: bool,
     /// `guard`: memory.high above the target while memory.reclaim moves usage.
     pub guard: Amount,
+    /// `reclaim_passes`: memory.reclaim passes per tick on a held cgroup (at least 1).
+    pub reclaim_passes: u32,
     /// `idle_tax`, percent: idle memory gives way before active memory (0: off).
     pub idle_tax: u8,
 }
@@ -316,6 +318,7 @@ pub fn step(
                 max_step: law.max_step.of(r.sample.current).max(decide::PAGE),
                 reclaim: law.reclaim && r.reclaim_supported,
                 guard,
+                passes: law.reclaim_passes.max(1),
                 centre: conserving,
                 released: conserving && !enforcing,
             };

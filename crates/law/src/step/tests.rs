@@ -247,6 +247,7 @@ fn shipped_law(capacity: &CapacityConfig) -> Law<'_> {
         max_step: Amount::Percent(10.0),
         reclaim: true,
         guard: Amount::Percent(8.0),
+        reclaim_passes: 1,
         idle_tax: 0,
     }
 }
@@ -325,6 +326,7 @@ fn regression_guards_ate_the_reserve() {
             max_step: Amount::Percent(100.0),
             reclaim: true,
             guard: Amount::Percent(guard),
+            reclaim_passes: 1,
             idle_tax: 0,
         };
         let out = step(&law, &rows, &host, None, None, Carry::default());
@@ -1092,6 +1094,7 @@ proptest! {
             max_step: Amount::Percent(step_pct as f64),
             reclaim: true,
             guard: Amount::Percent(guard_pct as f64),
+            reclaim_passes: 1,
             idle_tax,
         };
         let names = names(&cgs);

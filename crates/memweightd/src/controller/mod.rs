@@ -595,6 +595,7 @@ impl Controller {
             max_step: self.cfg.max_step,
             reclaim: self.cfg.reclaim,
             guard: self.cfg.guard,
+            reclaim_passes: self.cfg.reclaim_passes,
             idle_tax: self.cfg.idle_tax,
         };
         let step: Step = step::step(&law, &law_rows, host, watermarks, outside_stall, self.carry);
