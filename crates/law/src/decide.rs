@@ -121,7 +121,8 @@ pub struct Writes {
     pub high: Option<Limit>,
     /// New memory.low.
     pub low: Option<Limit>,
-    /// Bytes to ask memory.reclaim for (after the memory.high write).
+    /// Bytes to ask memory.reclaim for: all of usage above the mark, written before the
+    /// memory.high write so that a lowered limit lands above usage.
     pub reclaim: Option<u64>,
     /// Not a write: where memory.reclaim takes usage this tick (its mark, never below the
     /// floor), kept until the next tick so that the passes between two ticks take usage back
@@ -315,8 +316,8 @@ mod tests {
 
     /// `kernel`'s enforcement centres the guard on the target: memory.high half a guard above
     /// it, memory.reclaim half a guard below it (divided by the passes a tick), so the
-    /// sawtooth of refaults between two reclaims averages the target (Table-2 on 6.12 with the guard above the target: the held-back
-    /// cgroup held +7.4 % and the other −14.7 %).
+    /// sawtooth of refaults between two reclaims averages the target (Table-2 on 6.12 with
+    /// the guard above the target: the held-back cgroup held +7.4 % and the other −14.7 %).
     #[test]
     fn centred_guard_straddles_the_target() {
         let k = Knobs {

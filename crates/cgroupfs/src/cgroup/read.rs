@@ -178,6 +178,16 @@ impl CgroupFs {
         Reader::new(self.resolve(rel)?).read_psi("memory.pressure")
     }
 
+    /// Reads cgroup `rel`'s `memory.current` alone: `Ok(None)` if the cgroup is gone.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Escape`] for a bad name, [`Error::Io`] or [`Error::Parse`] if the file cannot
+    /// be read or parsed.
+    pub fn current(&self, rel: &str) -> Result<Option<u64>, Error> {
+        Reader::new(self.resolve(rel)?).read("memory.current", parse::single_u64)
+    }
+
     /// Reads the memory state of cgroup `rel`; `Ok(None)` if it does not exist or was
     /// removed while being read.
     ///

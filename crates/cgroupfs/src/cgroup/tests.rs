@@ -219,6 +219,17 @@ fn sample_of_removed_or_unknown_cgroup_is_none() {
 }
 
 #[test]
+fn current_alone_is_read_and_a_removed_cgroup_is_none() {
+    let (_dir, cgroups, web) = tree();
+    web.set_current(123 << 20);
+    assert_eq!(cgroups.current(WEB).ok(), Some(Some(123 << 20)));
+    web.write_file("memory.current", "max\n");
+    assert!(cgroups.current(WEB).is_err(), "malformed");
+    web.remove();
+    assert_eq!(cgroups.current(WEB).ok(), Some(None));
+}
+
+#[test]
 fn sample_with_required_file_missing_is_gone() {
     // Removal racing the read: the directory is half torn down.
     let (_dir, cgroups, web) = tree();

@@ -49,7 +49,6 @@ impl Controller {
         step: &Step,
         states: &[Option<CgroupState>],
     ) {
-        let mut refresh: Vec<String> = Vec::new();
         for (i, row) in rows.iter().enumerate() {
             let Some(state) = states[i] else {
                 continue;
@@ -66,27 +65,30 @@ impl Controller {
             }
             let busy = self.jobs.contains_key(path);
             if self.enforcing() && self.ledger.may_write(path) && !busy && !writes.is_empty() {
-                refresh.push(path.clone());
-                let fs = Arc::clone(&self.fs);
-                let stopping = Arc::clone(&self.stopping);
-                let p = path.clone();
-                self.jobs.insert(
-                    path.clone(),
-                    tokio::task::spawn_blocking(move || apply(&fs, &p, writes, &stopping)),
-                );
+                self.spawn_job(path, writes);
             }
         }
-        for p in refresh {
-            if let Some(m) = self.managed.get_mut(&p) {
-                m.refresh = true;
-            }
+    }
+
+    /// Starts `writes` on `path` as its blocking job (the caller checked that it may write
+    /// there and that no job of its own runs), and has the next tick take a full sample of it.
+    fn spawn_job(&mut self, path: &str, writes: Writes) {
+        let fs = Arc::clone(&self.fs);
+        let stopping = Arc::clone(&self.stopping);
+        let p = path.to_owned();
+        self.jobs.insert(
+            path.to_owned(),
+            tokio::task::spawn_blocking(move || apply(&fs, &p, writes, &stopping)),
+        );
+        if let Some(m) = self.managed.get_mut(path) {
+            m.refresh = true;
         }
     }
 
     /// A pass between two ticks: each held cgroup whose usage regrew past the mark its last
     /// tick's memory.reclaim took it to (by more than [`reclaim_slack`]) is taken back there,
     /// one blocking job per cgroup as at a tick (none while its last job still runs). Only
-    /// `memory.current` is read; the limits are the tick's to decide.
+    /// `memory.current` is read ([`CgroupFs::current`]); the limits are the tick's to decide.
     ///
     /// Why: a held cgroup refaults between ticks, and one that regrows more in a tick than its
     /// guard reaches its `memory.high` before the next and reclaims its own pages in the
@@ -97,7 +99,7 @@ impl Controller {
         if !self.enforcing() {
             return;
         }
-        let mut spawned: Vec<String> = Vec::new();
+        let mut due: Vec<(String, u64)> = Vec::new();
         for (path, m) in &self.managed {
             let Some(mark) = m.mark else {
                 continue;
@@ -107,30 +109,21 @@ impl Controller {
                 continue;
             }
             // Gone, or unreadable for a moment: the next tick sees to it.
-            let Ok(Some((current, _, _))) = self.fs.sample_light(path) else {
+            let Ok(Some(current)) = self.fs.current(path) else {
                 continue;
             };
             let over = current.saturating_sub(mark);
             if over <= reclaim_slack(current) {
                 continue;
             }
+            due.push((path.clone(), over));
+        }
+        for (path, over) in due {
             let writes = Writes {
                 reclaim: Some(over),
                 ..Writes::default()
             };
-            let fs = Arc::clone(&self.fs);
-            let stopping = Arc::clone(&self.stopping);
-            let p = path.clone();
-            self.jobs.insert(
-                path.clone(),
-                tokio::task::spawn_blocking(move || apply(&fs, &p, writes, &stopping)),
-            );
-            spawned.push(path.clone());
-        }
-        for p in spawned {
-            if let Some(m) = self.managed.get_mut(&p) {
-                m.refresh = true;
-            }
+            self.spawn_job(&path, writes);
         }
     }
 
