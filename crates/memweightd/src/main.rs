@@ -404,7 +404,8 @@ async fn run(
                 }
             }
             // The passes between ticks (`reclaim_passes`; 1: none), last: a tick or a call
-            // goes first. A reload that changed the tick or the passes starts them anew.
+            // goes first. Each tick places its own, so a reload's new tick or passes count
+            // from the next tick on.
             () = passes.wait(), if ready && passes.due.is_some() => {
                 passes.next(tokio::time::Instant::now());
                 ctl.reclaim_pass().await;
