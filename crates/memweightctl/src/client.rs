@@ -4,12 +4,11 @@
 //! the socket missing or refusing (daemon not running), the socket's permissions, a daemon of
 //! another protocol version, or the daemon's own error reply.
 
-use std::io::{self, BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
+use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use memweight_proto::ctl::{self, Command, ErrorKind, ErrorReply, Reply, Request};
+use memweight_proto::ctl::{self, Command, ErrorKind, ErrorReply, Missed, Reply};
 
 use crate::Failure;
 
@@ -169,52 +168,35 @@ pub(crate) fn request_waiting(
     }
 }
 
-/// One request and its answer: `Ok(Err(..))` is the daemon's (or the protocol's) error reply,
-/// `Err` a failure to reach it.
+/// One request and its answer ([`ctl::exchange`]): `Ok(Err(..))` is the daemon's (or the
+/// protocol's) error reply, `Err` a failure to reach it.
 pub(crate) fn exchange(
     socket: &Path,
     command: Command,
 ) -> Result<Result<Reply, ErrorReply>, Failure> {
-    if let Err(e) = command.validate() {
-        return Ok(Err(e));
-    }
-    let mut stream = UnixStream::connect(socket).map_err(|e| connect_failure(socket, &e))?;
-    let lost = |e: io::Error| Failure {
-        code: exit::UNREACHABLE,
-        message: format!(
-            "lost the connection to memweightd at {}: {e}",
-            socket.display()
-        ),
-    };
-    stream
-        .set_read_timeout(Some(ANSWER_TIMEOUT))
-        .map_err(lost)?;
-    // The daemon may refuse (permission denied) and close before reading: its answer counts,
-    // not the failed write.
-    let sent = stream.write_all(Request::new(command).to_line().as_bytes());
-    let mut line = String::new();
-    let read = BufReader::new(&stream).read_line(&mut line);
-    match (read, sent) {
-        (Ok(n), _) if n > 0 => {}
-        (Ok(_), Err(e)) | (Err(e), _) => return Err(lost(e)),
-        (Ok(_), Ok(())) => {
-            return Err(Failure {
-                code: exit::UNREACHABLE,
-                message: format!(
-                    "memweightd at {} closed the connection without answering; see its log",
-                    socket.display()
-                ),
-            });
-        }
-    }
-    match ctl::parse_response(line.trim_end()) {
-        Ok(answer) => Ok(answer),
-        Err(e) => Ok(Err(e)),
-    }
+    ctl::exchange(socket, command, ANSWER_TIMEOUT).map_err(|missed| match missed {
+        Missed::Connect(e) => connect_failure(socket, &e),
+        Missed::Lost(e) => Failure {
+            code: exit::UNREACHABLE,
+            message: format!(
+                "lost the connection to memweightd at {}: {e}",
+                socket.display()
+            ),
+        },
+        Missed::Closed => Failure {
+            code: exit::UNREACHABLE,
+            message: format!(
+                "memweightd at {} closed the connection without answering; see its log",
+                socket.display()
+            ),
+        },
+    })
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::{BufRead, BufReader, Write};
+
     use super::*;
 
     #[test]

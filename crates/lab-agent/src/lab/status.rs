@@ -2,18 +2,16 @@
 //! by a thread of its own, so that a slow answer (a tick stuck in the kernel's reclaim) never
 //! delays a sample; each sample takes the newest answer that is fresh enough.
 //!
-//! Not here: the protocol (`memweight_proto::ctl`), the records' view types
+//! Not here: the protocol and its exchange (`memweight_proto::ctl`), the records' view types
 //! (`lab_agent::record`).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use lab_agent::record::{DAEMON_VIEW_STALE_S, DaemonCgroupView, DaemonPoolView};
-use memweight_proto::ctl::{self, Command, Reply, Request, Status};
+use memweight_proto::ctl::{self, Command, Reply, Status};
 
 use crate::host;
 
@@ -45,17 +43,7 @@ pub(super) fn spawn(socket: PathBuf, host_guest: bool) -> StatusSlot {
 
 /// One `status` exchange; `None` when the daemon is not there or did not answer in time.
 fn ask(socket: &Path) -> Option<Status> {
-    let mut stream = UnixStream::connect(socket).ok()?;
-    stream.set_read_timeout(Some(ANSWER_TIMEOUT)).ok()?;
-    stream.set_write_timeout(Some(ANSWER_TIMEOUT)).ok()?;
-    stream
-        .write_all(Request::new(Command::Status).to_line().as_bytes())
-        .ok()?;
-    let mut line = String::new();
-    BufReader::new(stream.take(ctl::MAX_LINE as u64 + 1))
-        .read_line(&mut line)
-        .ok()?;
-    match ctl::parse_response(&line) {
+    match ctl::exchange(socket, Command::Status, ANSWER_TIMEOUT) {
         Ok(Ok(Reply::Status(status))) => Some(status),
         _ => None,
     }

@@ -31,10 +31,13 @@
 //! * `error`: why a request failed ([`ErrorReply`], [`ErrorKind`]);
 //! * `wire`: one JSON line each way — the version checked first, [`parse_request`],
 //!   [`parse_response`], and the encoding of a line;
+//! * `client`: the one room that does I/O — a client's blocking [`exchange`] on the socket,
+//!   shared by `memweightctl` and the lab's status sampler;
 //! * `tests`: round trips, the stable wire form, old peers.
 //!
-//! No room does I/O: the socket is the daemon's and the client's.
+//! The other rooms do no I/O: the daemon's side of the socket is the daemon's.
 
+mod client;
 mod error;
 mod reply;
 mod request;
@@ -43,6 +46,7 @@ mod status;
 mod tests;
 mod wire;
 
+pub use client::{Missed, exchange};
 pub use error::{ErrorKind, ErrorReply};
 pub use reply::{
     Explanation, LabelClamp, LabelField, LabelValues, Outcome, Reloaded, Reply, Response, Setting,
