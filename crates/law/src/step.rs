@@ -270,12 +270,23 @@ pub fn step(
                 // it stays held and its memory.high rises with the share, so free memory
                 // reaches the held cgroups by weight; let go instead, two pods regrew 10–11
                 // MiB each by their own speed before the next tick held them again
-                // (host-kube on 6.12, 2026-11-29, the 320M step).
-                Level::Exact { .. } if conserving => d.level_share.filter(|&l| {
-                    l < r.sample.current
-                        || (limit_above(r.originals.high, r.sample.high)
-                            && (!cap.reclaiming
-                                || r.sample.current.saturating_add(guard.of(l)) >= l))
+                // (host-kube on 6.12, 2026-11-29, the 320M step). Bitten further below its
+                // share while the kernel reclaims, it is loosened, not let go: memory.high a
+                // whole guard above its share (its level half a guard above, see
+                // [`loosened`]), so it regrows by its own speed up to there and nothing is
+                // reclaimed from it; put back to `max`, a toucher regrew from 34 to 71 MiB
+                // within a tick for a share of 38 and took six ticks of per-tick drops to come
+                // back (host-seed002 on 6.12, 600M step, 2026-11-30: +13 % over its share).
+                Level::Exact { .. } if conserving => d.level_share.and_then(|l| {
+                    if l < r.sample.current {
+                        Some(l)
+                    } else if !limit_above(r.originals.high, r.sample.high) {
+                        None
+                    } else if !cap.reclaiming || r.sample.current.saturating_add(guard.of(l)) >= l {
+                        Some(l)
+                    } else {
+                        Some(loosened(l, guard))
+                    }
                 }),
                 Level::Exact { .. } => d.level_share,
                 // The floors alone overfill the pool: everyone is held at its floor.
@@ -379,6 +390,16 @@ pub fn step(
     }
 }
 
+/// Where a held cgroup bitten more than a guard below its share `l` is levelled while the
+/// kernel reclaims (`kernel`, the split enforced): half a guard above its share, so that the
+/// centred guard puts its memory.high a whole guard above the share and its memory.reclaim
+/// mark at about the share (above it with more than one pass a tick): it regrows freely to
+/// there, nothing is reclaimed from it below its share, and once it is back over its share it
+/// is held at it again.
+fn loosened(l: u64, guard: Amount) -> u64 {
+    l.saturating_add(guard.of(l) / 2)
+}
+
 /// A held cgroup's trim moves each tick by this part of its share's error.
 const TRIM_GAIN: i64 = 16;
 /// A trim is at most this part of the cgroup's share either way, and one tick's error counts
@@ -396,8 +417,8 @@ const TRIM_SETTLE_PART: i64 = 4;
 /// to a share by the water level (`level_share`: it wants more), the integral of how far below
 /// its share it sat beyond what those cgroups sat below theirs together, so that its ceiling
 /// rises while it sits below and those of the others fall. It counts while a bite has taken
-/// it so far below its share that it is let go to regrow, and its trim raises its ceiling once
-/// it is held again. The kernel's reclaim does not take from the held cgroups by weight: on
+/// it so far below its share that it is loosened to regrow ([`loosened`]), and its trim raises
+/// its ceiling then too. The kernel's reclaim does not take from the held cgroups by weight: on
 /// the multi-gen LRU (6.12) kswapd takes a held cgroup in bites of 40-57 MiB every 10-20 s,
 /// below its memory.low too, and mostly the same ones; held at its share, the one it picks
 /// sat 4-15 % under it on average (host-kube, host-hostile, 2026-11-29), the others over.
