@@ -578,7 +578,8 @@ fn regression_memory_low_flipped_each_tick_between_bursts_of_refaults() {
 /// released to its original memory.high the tick the kernel's sawtooth took it a little
 /// under its share (86 MiB for 89); unthrottled, it took 40 MiB from its neighbour before
 /// the next tick, which was then held in its turn. A held cgroup stays held within a guard
-/// below its share, and only further below is it let go.
+/// below its share (further below it is loosened:
+/// `regression_a_bitten_cgroup_let_go_to_max_regrew_far_past_its_share_in_a_tick`).
 #[test]
 fn regression_a_held_cgroup_just_under_its_share_was_let_go_and_they_took_turns() {
     let capacity = kernel_capacity();
