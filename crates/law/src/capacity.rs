@@ -7,8 +7,8 @@
 //! `reserve` only where the operator set a size) while the kernel's global reclaim is idle
 //! (while the daemon holds cgroups, MemFree above the `min` watermarks where that is more:
 //! [`HostView::free_above_min`]). While it reclaims, what left the cgroups for free memory
-//! since the last tick stays in the pool (the daemon's own `memory.reclaim` moves usage into
-//! MemAvailable, not out), never above the last tick's pool ([`Carry::pool`]).
+//! (kswapd's bites, the daemon's own `memory.reclaim`) stays in the pool until a cgroup faults
+//! it back or the kernel gives it away, never above the last tick's pool ([`Carry::pool`]).
 //! Whether it is idle is what the kernel itself says: `/proc/vmstat`'s `pgscan_kswapd` + `pgscan_direct` did not move since the last tick
 //! ([`HostView::reclaim_scanned`]); those count only the kernel's reclaim of the host, never
 //! `memory.reclaim` or `memory.high` inside a cgroup, so the daemon's own writes cannot make
@@ -269,27 +269,38 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
             } else {
                 reserve
             };
+            // Free memory: MemAvailable (less the operator's reserve), or with no reserve of
+            // the daemon's own free memory above the `min` watermarks where that is more.
             let available = host.mem_available.saturating_sub(kept);
+            let free = if kept == 0 {
+                available.max(host.free_above_min.unwrap_or(0))
+            } else {
+                available
+            };
             let headroom = if reclaiming {
-                // What left the cgroups for free memory since the last tick stays theirs: the
-                // daemon's own memory.reclaim moves usage into MemAvailable, not out of the
-                // pool, until a cgroup faults it back or the kernel gives it to someone else.
-                // Never more than the last tick's pool (what they held, if the kernel was idle
-                // then): free memory the kernel's reclaim made is not taken in, and what
-                // leaves the two terms together is gone. Counted from what they hold alone,
-                // the pool fell with each pass that overshot its mark while kswapd bit a
-                // cgroup below its share, and the held cgroup was cut again for it
-                // (host-seed002 on 6.1, the 150M step: the weight-1 toucher from 178 to 119
-                // MiB in two ticks for a share of about 160).
+                // What left the cgroups for free memory since the last tick stays theirs
+                // until a cgroup faults it back or the kernel gives it to someone else: the
+                // pool is never more than the last tick's (what they held, if the kernel was
+                // idle then), so free memory the kernel's reclaim made elsewhere is not taken
+                // in, and what leaves the two terms together is gone. Counted from what they
+                // hold alone, the pool fell with every bite kswapd took while it ran and with
+                // the daemon's own reclaim, and the held cgroup was cut again for both
+                // (host-seed002 on 6.1, the 150M step: kswapd bit the weight-2 toucher by 22
+                // MiB, the weight-1 one was cut from 175 to 120 MiB in two ticks for a share of
+                // about 160, free memory rose from 58 to 110 MiB, and on the next quiet tick
+                // the weight-1 toucher regrew to 178 and woke kswapd again: the split +11.5 %
+                // over the phase). Free memory, not MemAvailable: what reclaim frees shows
+                // in MemAvailable only above the `high` watermarks, and kswapd runs below
+                // them.
                 carry
                     .pool
                     .filter(|&(_, n)| n == host.cgroups)
                     .map_or(0, |(last, _)| last.saturating_sub(host.total_usage))
-                    .min(available)
-            } else if carry.enforcing && kept == 0 {
+                    .min(free)
+            } else if carry.enforcing {
                 // The daemon holds cgroups: free memory in the kernel's reclaim band counts
                 // too (see `HostView::free_above_min`).
-                host.mem_available.max(host.free_above_min.unwrap_or(0))
+                free
             } else {
                 available
             };
@@ -728,15 +739,16 @@ mod tests {
         assert_eq!(c.bytes, 603 * MIB, "the operator's reserve is kept");
     }
 
-    /// The defect: while the kernel reclaimed, the pool was what the cgroups held, so what the
-    /// daemon's own memory.reclaim took from a held cgroup left the pool too, and the held
-    /// cgroup's share fell with it — it was cut again for its own reclaim (host-seed002 on 6.1,
-    /// the 150M step: the weight-1 toucher from 178 to 119 MiB in two ticks for a share of
-    /// about 160, the split +7.2 % over the phase). Now what leaves the cgroups for free memory
-    /// stays in the pool, up to the last tick's pool, until the kernel gives it to someone
-    /// else; the kernel's own reclaim of memory outside the cgroups adds nothing.
+    /// The defect: while the kernel reclaimed, the pool was what the cgroups held, so what
+    /// kswapd's bites and the daemon's own memory.reclaim took from them left the pool too,
+    /// and the held cgroup's share fell with it (host-seed002 on 6.1, the 150M step: the
+    /// weight-1 toucher cut from 175 to 120 MiB in two ticks for a share of about 160, regrown
+    /// on the next quiet tick, and again: +11.5 % over the phase). Now what leaves the cgroups
+    /// for free memory (above the `min` watermarks) stays in the pool, up to the last tick's
+    /// pool, until the kernel gives it to someone else; the kernel's own reclaim of memory
+    /// outside the cgroups adds nothing.
     #[test]
-    fn regression_the_daemons_own_reclaim_shrank_the_pool_while_kswapd_ran() {
+    fn regression_the_pool_fell_with_what_kswapd_and_the_daemon_freed_from_the_cgroups() {
         let cfg = CapacityConfig {
             mode: CapacityMode::Kernel,
             reserve: Reserve::Watermarks,
@@ -759,6 +771,16 @@ mod tests {
             c.bytes,
             600 * MIB,
             "kswapd freed memory outside them: not taken in"
+        );
+        let below_high = HostView {
+            free_above_min: Some(30 * MIB),
+            ..at(2, 570 * MIB, 0)
+        };
+        let (c, _) = capacity(&cfg, &below_high, k);
+        assert_eq!(
+            c.bytes,
+            600 * MIB,
+            "free below the high watermarks (MemAvailable 0) counts: kept"
         );
         let (c, k) = capacity(&cfg, &at(2, 570 * MIB, 40 * MIB), k);
         assert_eq!(
