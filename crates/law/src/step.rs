@@ -61,8 +61,8 @@ pub struct Row<'a> {
     /// judged on this, so that its protection does not flip with the bursts of its refaults.
     pub refaulted_lately: u64,
     /// The most file pages (bytes) it faulted back between two consecutive full samples among
-    /// the same [`capacity::REACH_HOLD`]: under [`capacity::REFAULT_DEMAND`], what it reaches
-    /// for is anonymous memory, all of which is in its swap (`reach_bound`).
+    /// the same [`capacity::REACH_HOLD`]: what it lacks of its file pages while it thrashes on
+    /// them (`reach_bound`; what it lacks of its anonymous memory is in its swap).
     pub refaulted_file_lately: u64,
     /// Its trim from the last tick ([`CgroupStep::trim`]; 0 for a new cgroup).
     pub trim: i64,
@@ -451,8 +451,9 @@ fn trims(rows: &[Row<'_>], decisions: &[Decision], trimming: bool) -> Vec<i64> {
             let current = i64::try_from(r.sample.current).ok()?;
             let error = share - current;
             // One under its share by more than it has in swap is not in contention for it: a
-            // reaching cgroup's share may be more than its working set (its demand the whole
-            // pool when it faults back file pages, `reach_bound`), and one sitting under such
+            // reaching cgroup's share may be more than its working set (its demand what it
+            // holds, its swap and the file pages it faulted back, `reach_bound`, and the whole
+            // pool where swap is not accounted), and one sitting under such
             // a share with all it uses resident was not bitten. Counted, it wound its trim to
             // its bound and pushed the cgroups held beside it under their shares (seed 002 on
             // 6.12, 2026-11-29: the weight-3 toucher at its 250 MiB for a share of 283; the
@@ -606,17 +607,27 @@ fn denied(r: &Row<'_>) -> bool {
 }
 
 /// What a cgroup reaching for memory can use at most, where that is known: what it holds plus
-/// what it has in swap, when what it faults back is anonymous memory (file pages it lost are
-/// counted nowhere, so a cgroup faulting those back has no bound). The refaults of a cgroup
-/// using all it has say only that the kernel's reclaim takes from it, not how much more it
-/// wants: seed 002's weight-2 and weight-3 touchers, each fully resident at 250 MiB and
-/// faulting back kswapd's bites, were given the whole pool as their demand, shares of 237 and
-/// 355 MiB, and the weight-1 toucher beside them was held at 173–196 MiB where the kernel
-/// alone left it 211–250 (150M step, 5 of 6 runs, 2026-11-29).
+/// what it has in swap (anonymous memory the kernel took from it), plus the file pages it
+/// faulted back lately (those it lost are counted nowhere, but while it thrashes on them it
+/// lacks about what it reads back between two samples). The refaults of a cgroup using all it
+/// has say only that the kernel's reclaim takes from it, not how much more it wants: seed
+/// 002's weight-2 and weight-3 touchers, each fully resident at 250 MiB and faulting back
+/// kswapd's bites, were given the whole pool as their demand, shares of 237 and 355 MiB, and
+/// the weight-1 toucher beside them was held at 173–196 MiB where the kernel alone left it
+/// 211–250 (150M step, 5 of 6 runs, 2026-11-29). The same for one faulting back file pages,
+/// which had no bound: the weight-3 toucher read back 3–15 MiB of its program's pages after
+/// each of kswapd's bites, its share rose to half the pool for three samples, and the
+/// weight-1 toucher beside it was cut from 175 to 120 MiB and let regrow, three times in 15 s
+/// (host-seed002 on 6.1, the 150M step, 2026-12-01: +11.5 % over its share).
+/// `None` where the kernel does not account swap.
 fn reach_bound(r: &Row<'_>) -> Option<u64> {
     let swap = r.sample.swap_current?;
-    (r.refaulted_file_lately < capacity::REFAULT_DEMAND)
-        .then(|| r.sample.current.saturating_add(swap))
+    Some(
+        r.sample
+            .current
+            .saturating_add(swap)
+            .saturating_add(r.refaulted_file_lately),
+    )
 }
 
 /// A cgroup held at its `memory.high` (`at_high`, [`held`] with its guard) uses no more than

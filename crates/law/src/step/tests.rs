@@ -985,14 +985,65 @@ fn regression_a_resident_reaching_cgroup_was_given_the_whole_pool() {
         out.cgroups
     );
 
-    // Faulting back file pages, what they lost is counted nowhere: the whole pool, by weight,
-    // and the first is held to its share.
+    // Faulting back file pages, they lack about what they read back: no more than that.
     for c in &mut cgs[1..] {
         c.refaulted_file_lately = c.refaulted_lately;
     }
     let out = step(&law, &rows(&cgs, &names), &short, None, None, carry);
+    let demands: Vec<u64> = out.plan.decisions.iter().map(|d| d.entitlement).collect();
+    assert!(
+        demands[1] <= 256 * MIB && demands[2] <= 256 * MIB,
+        "what they hold, swap and file refaults: {demands:?}"
+    );
+    assert!(
+        demands[0] >= 188 * MIB,
+        "the rest for the first: {demands:?}"
+    );
+    // Without swap accounting there is no bound: the whole pool, by weight, and the first is
+    // held to its share.
+    for c in &mut cgs[1..] {
+        c.sample.swap_current = None;
+    }
+    let out = step(&law, &rows(&cgs, &names), &short, None, None, carry);
     let first = out.cgroups[0].ceiling.expect("held");
     assert!(first < 125 * MIB, "its share of 700 by 1:6: {first}");
+}
+
+/// Regression (host-seed002 on 6.1, the 150M step, 2026-12-01): a fully resident toucher
+/// that read back a few MiB of its program's pages after kswapd's bite had no bound on what
+/// it reached for: its share rose to half the pool and the weight-1 toucher beside it was cut
+/// from 175 to 120 MiB, three times in 15 s. It wants what it holds, its swap and what it
+/// read back.
+#[test]
+fn regression_a_resident_cgroup_reading_back_its_program_was_given_half_the_pool() {
+    let capacity = kernel_capacity();
+    let law = shipped_law(&capacity);
+    let (short, carry) = reclaiming(20.0);
+    let carry = Carry {
+        short_for: capacity::SHORT_TICKS,
+        enforcing: true,
+        ..carry
+    };
+    let mut third = swapped(251 * MIB, 3, 0.5, 5 * MIB, 2 * MIB);
+    third.refaulted_file_lately = 5 * MIB;
+    let cgs = vec![
+        swapped(163 * MIB, 1, 20.0, 60 * MIB, 90 * MIB),
+        swapped(250 * MIB, 2, 5.0, 4 * MIB, 2 * MIB),
+        third,
+    ];
+    let names = names(&cgs);
+    let out = step(&law, &rows(&cgs, &names), &short, None, None, carry);
+    let d = &out.plan.decisions;
+    assert_eq!(
+        d[2].entitlement,
+        258 * MIB,
+        "251 held + 2 swapped + 5 read back"
+    );
+    assert!(
+        d[0].entitlement >= 150 * MIB,
+        "the first keeps the rest of what they hold: {:?}",
+        d.iter().map(|d| d.entitlement / MIB).collect::<Vec<_>>()
+    );
 }
 
 /// Regression (host-hostile on 6.12, 2026-11-29, fourth session: −8.3 % for the weight-50
