@@ -6,9 +6,9 @@
 //! the split. The pool is what the managed cgroups hold now, plus MemAvailable (less a
 //! `reserve` only where the operator set a size) while the kernel's global reclaim is idle
 //! (while the daemon holds cgroups, MemFree above the `min` watermarks where that is more:
-//! [`HostView::free_above_min`]). While it reclaims, what left the cgroups for free memory
-//! (kswapd's bites, the daemon's own `memory.reclaim`) stays in the pool until a cgroup faults
-//! it back or the kernel gives it away, never above the last tick's pool ([`Carry::pool`]).
+//! [`HostView::free_above_min`]). While it reclaims, what left the cgroups for MemAvailable
+//! (the daemon's own `memory.reclaim`, mostly) stays in the pool until a cgroup faults it back
+//! or the kernel gives it away, never above the last tick's pool ([`Carry::pool`]).
 //! Whether it is idle is what the kernel itself says: `/proc/vmstat`'s `pgscan_kswapd` + `pgscan_direct` did not move since the last tick
 //! ([`HostView::reclaim_scanned`]); those count only the kernel's reclaim of the host, never
 //! `memory.reclaim` or `memory.high` inside a cgroup, so the daemon's own writes cannot make
@@ -269,38 +269,29 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
             } else {
                 reserve
             };
-            // Free memory: MemAvailable (less the operator's reserve), or with no reserve of
-            // the daemon's own free memory above the `min` watermarks where that is more.
             let available = host.mem_available.saturating_sub(kept);
-            let free = if kept == 0 {
-                available.max(host.free_above_min.unwrap_or(0))
-            } else {
-                available
-            };
             let headroom = if reclaiming {
                 // What left the cgroups for free memory since the last tick stays theirs
                 // until a cgroup faults it back or the kernel gives it to someone else: the
                 // pool is never more than the last tick's (what they held, if the kernel was
                 // idle then), so free memory the kernel's reclaim made elsewhere is not taken
                 // in, and what leaves the two terms together is gone. Counted from what they
-                // hold alone, the pool fell with every bite kswapd took while it ran and with
-                // the daemon's own reclaim, and the held cgroup was cut again for both
-                // (host-seed002 on 6.1, the 150M step: kswapd bit the weight-2 toucher by 22
-                // MiB, the weight-1 one was cut from 175 to 120 MiB in two ticks for a share of
-                // about 160, free memory rose from 58 to 110 MiB, and on the next quiet tick
-                // the weight-1 toucher regrew to 178 and woke kswapd again: the split +11.5 %
-                // over the phase). Free memory, not MemAvailable: what reclaim frees shows
-                // in MemAvailable only above the `high` watermarks, and kswapd runs below
-                // them.
+                // hold alone, the pool fell with every pass of the daemon's own reclaim that
+                // overshot its mark, and the held cgroup was cut again for it. MemAvailable,
+                // not free memory above `min`: free memory below the `high` watermarks is what
+                // kswapd, awake, keeps free; counted, it raised every share by the band, the
+                // cgroup above its share was no longer held, and the one below it, bitten by
+                // kswapd, could not regrow into memory the kernel kept free (host-cold on 6.12,
+                // the 450M step, 2026-12-01: the weight-1 container −10.1 % under its share).
                 carry
                     .pool
                     .filter(|&(_, n)| n == host.cgroups)
                     .map_or(0, |(last, _)| last.saturating_sub(host.total_usage))
-                    .min(free)
-            } else if carry.enforcing {
+                    .min(available)
+            } else if carry.enforcing && kept == 0 {
                 // The daemon holds cgroups: free memory in the kernel's reclaim band counts
                 // too (see `HostView::free_above_min`).
-                free
+                host.mem_available.max(host.free_above_min.unwrap_or(0))
             } else {
                 available
             };
@@ -739,16 +730,16 @@ mod tests {
         assert_eq!(c.bytes, 603 * MIB, "the operator's reserve is kept");
     }
 
-    /// The defect: while the kernel reclaimed, the pool was what the cgroups held, so what
-    /// kswapd's bites and the daemon's own memory.reclaim took from them left the pool too,
-    /// and the held cgroup's share fell with it (host-seed002 on 6.1, the 150M step: the
-    /// weight-1 toucher cut from 175 to 120 MiB in two ticks for a share of about 160, regrown
-    /// on the next quiet tick, and again: +11.5 % over the phase). Now what leaves the cgroups
-    /// for free memory (above the `min` watermarks) stays in the pool, up to the last tick's
-    /// pool, until the kernel gives it to someone else; the kernel's own reclaim of memory
-    /// outside the cgroups adds nothing.
+    /// The defect: while the kernel reclaimed, the pool was what the cgroups held, so what the
+    /// daemon's own memory.reclaim took from them left the pool too, and the held cgroup's
+    /// share fell with it (host-seed002 on 6.1, the 150M step: the weight-1 toucher from 178
+    /// to 119 MiB in two ticks for a share of about 160). Now what leaves the cgroups for
+    /// MemAvailable stays in the pool, up to the last tick's pool, until the kernel gives it to
+    /// someone else; the kernel's own reclaim of memory outside the cgroups adds nothing, and
+    /// neither does free memory in the band kswapd keeps free (host-cold on 6.12: counted, it
+    /// left the weight-1 container −10.1 % under its share).
     #[test]
-    fn regression_the_pool_fell_with_what_kswapd_and_the_daemon_freed_from_the_cgroups() {
+    fn regression_the_daemons_own_reclaim_shrank_the_pool_while_kswapd_ran() {
         let cfg = CapacityConfig {
             mode: CapacityMode::Kernel,
             reserve: Reserve::Watermarks,
@@ -779,8 +770,8 @@ mod tests {
         let (c, _) = capacity(&cfg, &below_high, k);
         assert_eq!(
             c.bytes,
-            600 * MIB,
-            "free below the high watermarks (MemAvailable 0) counts: kept"
+            570 * MIB,
+            "free below the high watermarks, kept free by kswapd: not counted"
         );
         let (c, k) = capacity(&cfg, &at(2, 570 * MIB, 40 * MIB), k);
         assert_eq!(
