@@ -6,9 +6,7 @@
 //! the split. The pool is what the managed cgroups hold now, plus MemAvailable (less a
 //! `reserve` only where the operator set a size) while the kernel's global reclaim is idle
 //! (while the daemon holds cgroups, MemFree above the `min` watermarks where that is more:
-//! [`HostView::free_above_min`]). While it reclaims, what left the cgroups for MemAvailable
-//! (the daemon's own `memory.reclaim`, mostly) stays in the pool until a cgroup faults it back
-//! or the kernel gives it away, never above the last tick's pool ([`Carry::pool`]).
+//! [`HostView::free_above_min`]).
 //! Whether it is idle is what the kernel itself says: `/proc/vmstat`'s `pgscan_kswapd` + `pgscan_direct` did not move since the last tick
 //! ([`HostView::reclaim_scanned`]); those count only the kernel's reclaim of the host, never
 //! `memory.reclaim` or `memory.high` inside a cgroup, so the daemon's own writes cannot make
@@ -107,9 +105,6 @@ pub struct Carry {
     pub short_for: u32,
     /// `kernel` enforced the split beyond memory.low at the last tick (`step` sets it).
     pub enforcing: bool,
-    /// `kernel`: the most the pool may be while the kernel reclaims, and for how many cgroups:
-    /// the last tick's pool if the kernel reclaimed then, else what the cgroups held.
-    pub pool: Option<(u64, usize)>,
 }
 
 /// The capacity and how it was made, for `explain` and logs.
@@ -269,47 +264,22 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
             } else {
                 reserve
             };
-            let available = host.mem_available.saturating_sub(kept);
             let headroom = if reclaiming {
-                // What left the cgroups for free memory since the last tick stays theirs
-                // until a cgroup faults it back or the kernel gives it to someone else: the
-                // pool is never more than the last tick's (what they held, if the kernel was
-                // idle then), so free memory the kernel's reclaim made elsewhere is not taken
-                // in, and what leaves the two terms together is gone. Counted from what they
-                // hold alone, the pool fell with every pass of the daemon's own reclaim that
-                // overshot its mark, and the held cgroup was cut again for it. MemAvailable,
-                // not free memory above `min`: free memory below the `high` watermarks is what
-                // kswapd, awake, keeps free; counted, it raised every share by the band, the
-                // cgroup above its share was no longer held, and the one below it, bitten by
-                // kswapd, could not regrow into memory the kernel kept free (host-cold on 6.12,
-                // the 450M step, 2026-12-01: the weight-1 container −10.1 % under its share).
-                carry
-                    .pool
-                    .filter(|&(_, n)| n == host.cgroups)
-                    .map_or(0, |(last, _)| last.saturating_sub(host.total_usage))
-                    .min(available)
+                0
             } else if carry.enforcing && kept == 0 {
                 // The daemon holds cgroups: free memory in the kernel's reclaim band counts
                 // too (see `HostView::free_above_min`).
                 host.mem_available.max(host.free_above_min.unwrap_or(0))
             } else {
-                available
+                host.mem_available.saturating_sub(kept)
             };
             let natural = host
                 .total_usage
                 .saturating_add(headroom)
                 .min(host.mem_total.max(host.total_usage));
-            let (mut cap, mut next) =
+            let (mut cap, next) =
                 stateless(natural, reserve.saturating_sub(host.mem_available), reserve);
             cap.yielding = short && host.outside_stall.is_some_and(|s| s >= OUTSIDE_STALL_PCT);
-            next.pool = Some((
-                if reclaiming {
-                    natural
-                } else {
-                    host.total_usage
-                },
-                host.cgroups,
-            ));
             (cap, next)
         }
         CapacityMode::Reserve => {
@@ -358,7 +328,6 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
                     scanned,
                     short_for,
                     enforcing: false,
-                    pool: None,
                 },
             )
         }
@@ -728,77 +697,6 @@ mod tests {
         };
         let (c, _) = capacity(&own, &at(7, 5 * MIB, Some(24 * MIB)), holding);
         assert_eq!(c.bytes, 603 * MIB, "the operator's reserve is kept");
-    }
-
-    /// The defect: while the kernel reclaimed, the pool was what the cgroups held, so what the
-    /// daemon's own memory.reclaim took from them left the pool too, and the held cgroup's
-    /// share fell with it (host-seed002 on 6.1, the 150M step: the weight-1 toucher from 178
-    /// to 119 MiB in two ticks for a share of about 160). Now what leaves the cgroups for
-    /// MemAvailable stays in the pool, up to the last tick's pool, until the kernel gives it to
-    /// someone else; the kernel's own reclaim of memory outside the cgroups adds nothing, and
-    /// neither does free memory in the band kswapd keeps free (host-cold on 6.12: counted, it
-    /// left the weight-1 container −10.1 % under its share).
-    #[test]
-    fn regression_the_daemons_own_reclaim_shrank_the_pool_while_kswapd_ran() {
-        let cfg = CapacityConfig {
-            mode: CapacityMode::Kernel,
-            reserve: Reserve::Watermarks,
-            ..CapacityConfig::default()
-        };
-        let at = |scanned, usage, avail| HostView {
-            reclaim_scanned: Some(scanned),
-            total_usage: usage,
-            ..host(avail, None)
-        };
-        let idle = Carry {
-            scanned: Some(0),
-            ..Carry::default()
-        };
-        let (c, k) = capacity(&cfg, &at(0, 600 * MIB, 40 * MIB), idle);
-        assert_eq!((c.bytes, c.reclaiming), (640 * MIB, false), "idle");
-        assert_eq!(k.pool, Some((600 * MIB, 2)), "carried: what they hold");
-        let (c, k) = capacity(&cfg, &at(1, 600 * MIB, 30 * MIB), k);
-        assert_eq!(
-            c.bytes,
-            600 * MIB,
-            "kswapd freed memory outside them: not taken in"
-        );
-        let below_high = HostView {
-            free_above_min: Some(30 * MIB),
-            ..at(2, 570 * MIB, 0)
-        };
-        let (c, _) = capacity(&cfg, &below_high, k);
-        assert_eq!(
-            c.bytes,
-            570 * MIB,
-            "free below the high watermarks, kept free by kswapd: not counted"
-        );
-        let (c, k) = capacity(&cfg, &at(2, 570 * MIB, 40 * MIB), k);
-        assert_eq!(
-            c.bytes,
-            600 * MIB,
-            "30 MiB reclaimed into free memory: kept"
-        );
-        let (c, k) = capacity(&cfg, &at(3, 580 * MIB, 30 * MIB), k);
-        assert_eq!(c.bytes, 600 * MIB, "10 MiB faulted back: the same pool");
-        let (c, k) = capacity(&cfg, &at(4, 580 * MIB, 8 * MIB), k);
-        assert_eq!(c.bytes, 588 * MIB, "the kernel gave 12 MiB away: gone");
-        let (c, k) = capacity(&cfg, &at(5, 560 * MIB, 4 * MIB), k);
-        assert_eq!(c.bytes, 564 * MIB, "the kernel took 20 MiB of theirs");
-        let (c, k) = capacity(&cfg, &at(6, 600 * MIB, 0), k);
-        assert_eq!(c.bytes, 600 * MIB, "never below what they hold");
-        let other = HostView {
-            cgroups: 3,
-            ..at(7, 570 * MIB, 40 * MIB)
-        };
-        let (c, _) = capacity(&cfg, &other, k);
-        assert_eq!(c.bytes, 570 * MIB, "not for another set of cgroups");
-        let own = CapacityConfig {
-            reserve: Reserve::Amount(Amount::Bytes(35 * MIB)),
-            ..cfg
-        };
-        let (c, _) = capacity(&own, &at(7, 570 * MIB, 40 * MIB), k);
-        assert_eq!(c.bytes, 575 * MIB, "the operator's reserve is kept");
     }
 
     /// The defect: `kernel` protected every managed cgroup at what it held, so once the cold

@@ -222,9 +222,8 @@ pub fn step(
     // reclaims it all the same once every cgroup is there, so there memory.low alone left
     // Table-2's split where the kernel puts it (lab, 2026-11-25: 151 / 124 MiB for shares of
     // 91 / 183). Then the cgroups above their share are held a guard above it and reclaimed to
-    // it, as in `reserve`; the pool stays what they hold (and what the daemon reclaimed from
-    // them into free memory, capacity.rs), and what is reclaimed is at most the excess above
-    // the shares, so it cannot ratchet below them.
+    // it, as in `reserve`; the pool stays what they hold, and what is reclaimed is at most the
+    // excess above the shares, so it cannot ratchet below them.
     // Once started it lasts while the host stays short, so that the split does not flap as
     // the reaching cgroup reaches its share — and while a cgroup the daemon holds presses at
     // the memory.high it was given: the holds themselves can keep free memory above the

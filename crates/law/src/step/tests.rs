@@ -1199,7 +1199,7 @@ proptest! {
         };
         let names = names(&cgs);
         let rows = rows(&cgs, &names);
-        let carry = Carry { cut: cut * MIB, held: held.map(|(pool, n)| (pool * MIB, n)), scanned: None, short_for: 0, enforcing, pool: held.map(|(pool, n)| (pool * MIB, n)) };
+        let carry = Carry { cut: cut * MIB, held: held.map(|(pool, n)| (pool * MIB, n)), scanned: None, short_for: 0, enforcing };
         let marks = marks.map(|(min, band)| watermarks(min * MIB, band * MIB));
         let out = step(&law, &rows, &host, marks, None, carry);
         prop_assert_eq!(out.cgroups.len(), rows.len());
