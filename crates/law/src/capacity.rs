@@ -144,7 +144,7 @@ pub const SHORT_TICKS: u32 = 5;
 /// own memory PSI `some avg10` is at least this (%) is reaching for more than it holds, in
 /// `mode = "kernel"`: the kernel's reclaim is taking its memory and it waits for it back. Its
 /// demand is then the whole pool (capped by its own limits, and by what it holds plus its swap
-/// when what it faults back is anonymous: `step::reach_bound`), so that a cgroup above its
+/// and the file pages it faulted back lately: `step::reach_bound`), so that a cgroup above its
 /// weighted share gives way to it.
 pub const STALL_DEMAND_PCT: f64 = 1.0;
 
