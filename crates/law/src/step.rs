@@ -476,10 +476,9 @@ fn trims(rows: &[Row<'_>], decisions: &[Decision], trimming: bool) -> Vec<i64> {
         .collect();
     // Fewer than two in contention (a quiet tick took free memory into the pool, and a cgroup
     // sat under its share by more than it had in swap): nothing to compare, so the trims stay
-    // what they were.
-    // Cleared there, they never grew: on host-cold at 450M on 6.12 (2026-12-01) such a tick came
-    // every 5-15 s, and the weight-2 container's trim stayed within 0.1 MiB while kswapd held
-    // the weight-1 one 3 % under its share.
+    // what they were. Cleared there, they never grew: on host-cold at 450M on 6.12
+    // (2026-12-01) such a tick came every 5-15 s, and the weight-2 container's trim stayed
+    // within 0.1 MiB while kswapd held the weight-1 one 3 % under its share.
     if held.len() < 2 {
         return rows.iter().map(|r| r.trim).collect();
     }
