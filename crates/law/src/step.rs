@@ -479,8 +479,18 @@ fn trims(rows: &[Row<'_>], decisions: &[Decision], trimming: bool) -> Vec<i64> {
     // what they were. Cleared there, they never grew: on host-cold at 450M on 6.12
     // (2026-12-01) such a tick came every 5-15 s, and the weight-2 container's trim stayed
     // within 0.1 MiB while kswapd held the weight-1 one 3 % under its share.
+    // Each within its bound at this tick's share (none without one): a share that fell since
+    // would leave a carried trim past it.
     if held.len() < 2 {
-        return rows.iter().map(|r| r.trim).collect();
+        return rows
+            .iter()
+            .zip(decisions)
+            .map(|(r, d)| {
+                let share = d.level_share.and_then(|s| i64::try_from(s).ok());
+                let bound = share.unwrap_or(0) / TRIM_PART;
+                r.trim.clamp(-bound, bound)
+            })
+            .collect();
     }
     // While the daemon is still bringing one of them down from far above its share, a step
     // has begun: where each sits is the step's doing, not the kernel's bias, and the trims
