@@ -425,9 +425,8 @@ const TRIM_SETTLE_PART: i64 = 4;
 /// A cgroup under its share by more than it has in swap is left out: what it lacks was not
 /// taken from it. The errors are measured against the common one, so the trims sum to zero:
 /// what one gets the others give, and the pool stays what it is (no ratchet). Each is bounded to
-/// `share / TRIM_PART`; all are 0 while the split is not enforced or a step has begun (one
-/// of them far above its share), and they are carried, each within its bound at this tick's
-/// share, while fewer than two cgroups are held to a share.
+/// `share / TRIM_PART`; all are 0 while the split is not enforced, fewer than two cgroups
+/// are held to a share, or a step has begun (one of them far above its share).
 fn trims(rows: &[Row<'_>], decisions: &[Decision], trimming: bool) -> Vec<i64> {
     /// One cgroup held to a share.
     struct Held {
@@ -474,23 +473,8 @@ fn trims(rows: &[Row<'_>], decisions: &[Decision], trimming: bool) -> Vec<i64> {
             })
         })
         .collect();
-    // Fewer than two in contention (a quiet tick took free memory into the pool, and a cgroup
-    // sat under its share by more than it had in swap): nothing to compare, so the trims stay
-    // what they were. Cleared there, they never grew: on host-cold at 450M on 6.12
-    // (2026-12-01) such a tick came every 5-15 s, and the weight-2 container's trim stayed
-    // within 0.1 MiB while kswapd held the weight-1 one 3 % under its share. Each is kept
-    // within its bound at this tick's share (none without one): a share that fell since would
-    // leave a carried trim past it.
     if held.len() < 2 {
-        return rows
-            .iter()
-            .zip(decisions)
-            .map(|(r, d)| {
-                let share = d.level_share.and_then(|s| i64::try_from(s).ok());
-                let bound = share.unwrap_or(0) / TRIM_PART;
-                r.trim.clamp(-bound, bound)
-            })
-            .collect();
+        return out;
     }
     // While the daemon is still bringing one of them down from far above its share, a step
     // has begun: where each sits is the step's doing, not the kernel's bias, and the trims

@@ -34,6 +34,8 @@
 //! * [`pools`]: bounded shares of the blocking pool, for kernel writes and credential checks.
 //! * [`commands`]: what the loop does with those commands (`set`, `get`, `explain`,
 //!   `reload`, ...) on the controller's state.
+//! * [`interrupt`]: a time bound on a `memory.high` write the kernel would let reclaim in the
+//!   writer for as long as the cgroup refaults.
 //! * [`desk`]: between the two: answers `status` from the last published report, so it
 //!   never waits for a tick; forwards everything else to the loop.
 //! * [`logging`]: native journal entries under systemd, one-line text on stderr otherwise.
@@ -49,6 +51,7 @@ pub mod commands;
 pub mod containers;
 pub mod controller;
 pub mod desk;
+pub mod interrupt;
 pub mod labels;
 pub mod ledger;
 pub mod logging;

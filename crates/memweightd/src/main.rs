@@ -102,6 +102,12 @@ fn main() -> ExitCode {
             false
         }
     };
+    // Before the runtime: a memory.high write the kernel would let reclaim in the writer for
+    // as long as the cgroup refaults is interrupted after a bound.
+    if let Err(e) = memweightd::interrupt::install() {
+        warn!(error = %e, "memory.high writes are not bounded in time: a write below a \
+            refaulting cgroup's usage may hold that cgroup's later writes");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(memweightd::pools::BLOCKING_THREADS)

@@ -6,8 +6,9 @@
 //! `/proc/<pid>/status` could belong to another process by the time it is read (the client
 //! exits, its PID is reused), and looking the user up in the group database (NSS) can block.
 //!
-//! One of the daemon's two unsafe blocks: a `getsockopt` call that `nix` does not wrap (the
-//! other is `madvise` on its own program, [`crate::resident::shed_program`]).
+//! One of the daemon's three unsafe blocks: a `getsockopt` call that `nix` does not wrap (the
+//! others are `madvise` on its own program, [`crate::resident::shed_program`], and the
+//! `sigaction` of [`crate::interrupt::install`]).
 #![allow(unsafe_code)]
 
 use std::io;

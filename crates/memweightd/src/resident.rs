@@ -157,7 +157,8 @@ pub fn program_ranges(
 /// that what [`lock`] then locks of its program is what it runs (see the module's docs).
 /// Returns the bytes of mappings advised.
 ///
-/// With [`crate::peer`]'s `getsockopt`, the daemon's only unsafe code: `madvise` is unsafe in
+/// With [`crate::peer`]'s `getsockopt` and [`crate::interrupt`]'s `sigaction`, the daemon's
+/// only unsafe code: `madvise` is unsafe in
 /// `nix` (and `rustix`) because some advice (`MADV_DONTNEED`, `MADV_FREE`) changes what memory
 /// holds; these two do not.
 ///

@@ -791,3 +791,79 @@ async fn ancestors_are_left_alone_with_protect_ancestors_off() {
     ctl.tick().await.expect("tick");
     assert_eq!(std::fs::read_to_string(&parent).expect("read").trim(), "0");
 }
+
+/// Regression (ci-converge on 6.1, 2026-12-01: the weight-2 toucher's memory.high unchanged
+/// for 12 s, 15 % over its share): a tick that found the cgroup's job still running skipped
+/// its writes, and each pass started the next reclaim before the next tick came, so no tick
+/// ever wrote to it. Now the skipped tick's writes wait, and the first pass that finds the job
+/// done starts them, its memory.reclaim taken to the tick's mark from the usage then.
+#[tokio::test]
+async fn regression_passes_kept_a_busy_cgroups_tick_writes_out() {
+    let tree = seed_tree();
+    let mut ctl = controller(
+        &tree,
+        "max_step = \"10%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"3000M\"",
+    );
+    // c1's memory.reclaim a FIFO: its first job blocks in open(2) until a reader comes.
+    let reclaim = tree.cg(0).path().join("memory.reclaim");
+    std::fs::remove_file(&reclaim).expect("remove memory.reclaim");
+    nix::unistd::mkfifo(&reclaim, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    ctl.tick().await.expect("tick");
+    assert_eq!(
+        high_bytes(tree.cg(0)),
+        u64::MAX,
+        "the job is in memory.reclaim"
+    );
+    // The next tick finds it busy: nothing written, the writes kept.
+    tree.cg(0).set_current(1800 * MIB);
+    let r = ctl.tick().await.expect("tick").clone();
+    assert_eq!(r.cgroups[0].state, CgroupState::Busy, "{:?}", r.cgroups[0]);
+    assert_eq!(high_bytes(tree.cg(0)), u64::MAX);
+    // The job ends (a reader takes its request); memory.reclaim a plain file again.
+    let reader = std::thread::spawn({
+        let reclaim = reclaim.clone();
+        move || std::fs::read_to_string(reclaim).expect("read the FIFO")
+    });
+    let first = reader.join().expect("reader");
+    assert!(
+        first.trim().parse::<u64>().is_ok(),
+        "a reclaim request: {first:?}"
+    );
+    std::fs::remove_file(&reclaim).expect("remove the FIFO");
+    std::fs::write(&reclaim, "").expect("memory.reclaim");
+    // The first job goes on to write the first tick's memory.high.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while high_bytes(tree.cg(0)) == u64::MAX {
+        assert!(Instant::now() < deadline, "the first job never ended");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let first_high = high_bytes(tree.cg(0));
+    // The first pass that finds the job done starts the waiting writes: memory.high as the
+    // second tick decided (from 1800 MiB, lower), memory.reclaim to its mark from the usage
+    // now.
+    tree.cg(0).set_current(1700 * MIB);
+    while high_bytes(tree.cg(0)) == first_high {
+        ctl.reclaim_pass().await;
+        assert!(
+            Instant::now() < deadline,
+            "the waiting writes never started"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let high = high_bytes(tree.cg(0));
+    assert!(
+        high < first_high,
+        "the second tick's memory.high: {high} (first {first_high})"
+    );
+    let asked = tree
+        .cg(0)
+        .take_reclaim()
+        .expect("a memory.reclaim with the writes");
+    // To the second tick's mark (memory.high less its guard, under 64 MiB here) from 1700 MiB;
+    // from the tick's 1800 it would be 100 MiB more.
+    let above_high = asked - (1700 * MIB - high);
+    assert!(
+        above_high > 0 && above_high < 64 * MIB,
+        "asked {asked}, memory.high {high}"
+    );
+}

@@ -1107,42 +1107,6 @@ fn regression_a_trim_carried_across_a_step_held_a_cgroup_above_its_new_share() {
     assert_eq!(out.cgroups[0].ceiling, Some(share), "{:?}", out.cgroups[0]);
 }
 
-/// Regression (host-cold on 6.12, 2026-12-01: the weight-1 container 3 % under its share at
-/// the 450M step, its trim and the weight-2 one's within 0.1 MiB): every tick the kernel's
-/// reclaim was idle took free memory into the pool, the weight-2 container sat under its share
-/// by more than it had in swap (out of contention), fewer than two cgroups were left held to a
-/// share, and every trim was cleared; one such tick came every 5-15 s, so the trims never
-/// grew. They are carried through it.
-#[test]
-fn regression_a_quiet_tick_cleared_the_trims() {
-    const M: i64 = 1 << 20;
-    // The first held at its memory.high, bitten, reaching; the second and third resident, not
-    // reaching, under their shares by more than they have in swap: only the first is in
-    // contention.
-    let mut second = plain(130 * MIB, 2, 0.0, 0);
-    second.trim = -3 * M;
-    let cgs = [
-        bitten_with_trim(68 * MIB, 1, 3 * M),
-        second,
-        plain(150 * MIB, 3, 0.0, 0),
-    ];
-    let out = trim_tick(&cgs, enforcing_carry());
-    let under: Vec<bool> = out
-        .plan
-        .decisions
-        .iter()
-        .zip(&cgs)
-        .map(|(d, c)| d.level_share.is_some_and(|l| l > c.sample.current))
-        .collect();
-    assert_eq!(
-        under,
-        [false, true, true],
-        "the first at its share, the others under theirs"
-    );
-    let trims: Vec<i64> = out.cgroups.iter().map(|c| c.trim).collect();
-    assert_eq!(trims, [3 * M, -3 * M, 0], "carried, not cleared");
-}
-
 /// Regression (seed 002 on 6.12, 2026-11-29: the weight-1 toucher at 74-79 MiB for a share of
 /// 70 at the 450M step of one run): held at its memory.high, a guard above its
 /// ceiling, it refaulted into the guard as fast as memory.reclaim took it out, and its trim

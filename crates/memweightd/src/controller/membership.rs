@@ -336,6 +336,7 @@ impl Controller {
                 refresh: true,
                 trim: 0,
                 mark: None,
+                pending: None,
             },
         );
     }

@@ -90,6 +90,10 @@ struct Managed {
     /// Where the last tick's memory.reclaim took its usage ([`crate::decide::Writes::mark`]):
     /// the passes between ticks take it back there ([`Controller::reclaim_pass`]).
     mark: Option<u64>,
+    /// The last tick's writes, decided while the cgroup's previous job was still running:
+    /// the first pass that finds it done starts them (their `memory.reclaim` taken from the
+    /// usage then), and the next tick replaces them.
+    pending: Option<crate::decide::Writes>,
 }
 
 impl Managed {

@@ -314,6 +314,7 @@ mod tests {
             refresh: false,
             trim: 0,
             mark: None,
+            pending: None,
         };
         m.record_refaults(Some(Refaults {
             bytes: 4 << 20,
