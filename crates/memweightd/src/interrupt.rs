@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use nix::sys::pthread::{Pthread, pthread_kill, pthread_self};
@@ -28,9 +28,6 @@ use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction
 /// fifth of the default tick, so that a tick's job ends before the next tick decides again.
 pub const HIGH_WRITE_BUDGET: Duration = Duration::from_millis(200);
 
-/// How often the watchdog looks for writes past their deadline.
-const WATCH_EVERY: Duration = Duration::from_millis(20);
-
 /// The signal sent; its default action is to ignore it, so one that arrives before
 /// [`install`] (or in `memweightd --restore`) is dropped by the kernel and changes nothing.
 const SIGNAL: Signal = Signal::SIGURG;
@@ -39,10 +36,20 @@ const SIGNAL: Signal = Signal::SIGURG;
 /// that arrived before the write began (in its `open`) is gone when the write's loop starts.
 const AGAIN_EVERY: Duration = Duration::from_millis(100);
 
-/// Threads in a bounded write: id → (thread, when it is signalled next).
-type Armed = BTreeMap<u64, (Pthread, Instant)>;
+/// The threads in a bounded write, and the watchdog's wake-up when one is armed.
+struct Watch {
+    /// id → (thread, when it is signalled next).
+    armed: Mutex<BTreeMap<u64, (Pthread, Instant)>>,
+    woken: Condvar,
+}
 
-static ARMED: OnceLock<Mutex<Armed>> = OnceLock::new();
+impl Watch {
+    fn armed(&self) -> MutexGuard<'_, BTreeMap<u64, (Pthread, Instant)>> {
+        self.armed.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+static WATCH: OnceLock<Watch> = OnceLock::new();
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
 extern "C" fn nothing(_: libc::c_int) {}
@@ -54,7 +61,7 @@ extern "C" fn nothing(_: libc::c_int) {}
 ///
 /// The `sigaction` or thread-spawn error.
 pub fn install() -> Result<(), String> {
-    if ARMED.get().is_some() {
+    if WATCH.get().is_some() {
         return Ok(());
     }
     // No SA_RESTART: a system call the signal interrupts returns (`EINTR` where it has not
@@ -67,28 +74,30 @@ pub fn install() -> Result<(), String> {
     // SAFETY: the handler does nothing, which is async-signal-safe, and SIGURG is not used
     // by anything else in the process (tokio's signal handling registers SIGTERM/SIGHUP).
     unsafe { sigaction(SIGNAL, &action) }.map_err(|e| format!("sigaction(SIGURG): {e}"))?;
-    if ARMED.set(Mutex::new(BTreeMap::new())).is_err() {
+    let watch = Watch {
+        armed: Mutex::new(BTreeMap::new()),
+        woken: Condvar::new(),
+    };
+    if WATCH.set(watch).is_err() {
         return Ok(());
     }
     std::thread::Builder::new()
         .name("write-deadline".into())
-        .spawn(watch)
+        .spawn(watch_deadlines)
         .map(drop)
         .map_err(|e| format!("watchdog thread: {e}"))
 }
 
-/// The watchdog: signals each armed thread once its deadline has passed, and again every
-/// [`AGAIN_EVERY`] while it stays armed.
-fn watch() {
-    let Some(armed) = ARMED.get() else {
+/// The watchdog: asleep while nothing is armed (an idle daemon is not woken for it), else
+/// until the nearest deadline; signals each armed thread once its deadline has passed, and
+/// again every [`AGAIN_EVERY`] while it stays armed.
+fn watch_deadlines() {
+    let Some(watch) = WATCH.get() else {
         return;
     };
+    let mut armed = watch.armed();
     loop {
-        std::thread::sleep(WATCH_EVERY);
         let now = Instant::now();
-        let mut armed = armed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
         // Under the lock an entry's thread is alive: it removes its entry (under the same lock)
         // before it does anything else.
         for (thread, next) in armed.values_mut() {
@@ -98,6 +107,19 @@ fn watch() {
                 let _ = pthread_kill(*thread, SIGNAL);
             }
         }
+        armed = match armed.values().map(|&(_, next)| next).min() {
+            None => watch
+                .woken
+                .wait(armed)
+                .unwrap_or_else(PoisonError::into_inner),
+            Some(next) => {
+                watch
+                    .woken
+                    .wait_timeout(armed, next.saturating_duration_since(now))
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0
+            }
+        };
     }
 }
 
@@ -112,23 +134,20 @@ pub struct Deadline {
 impl Deadline {
     /// Arms a deadline for the calling thread (`None` before [`install`]).
     pub fn arm(after: Duration) -> Option<Self> {
-        let armed = ARMED.get()?;
+        let watch = WATCH.get()?;
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
-        armed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        watch
+            .armed()
             .insert(id, (pthread_self(), Instant::now() + after));
+        watch.woken.notify_one();
         Some(Self { id })
     }
 }
 
 impl Drop for Deadline {
     fn drop(&mut self) {
-        if let Some(armed) = ARMED.get() {
-            armed
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .remove(&self.id);
+        if let Some(watch) = WATCH.get() {
+            watch.armed().remove(&self.id);
         }
     }
 }
