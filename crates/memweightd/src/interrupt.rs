@@ -36,15 +36,17 @@ const SIGNAL: Signal = Signal::SIGURG;
 /// that arrived before the write began (in its `open`) is gone when the write's loop starts.
 const AGAIN_EVERY: Duration = Duration::from_millis(100);
 
+/// Threads in a bounded write: id → (thread, when it is signalled next).
+type Armed = BTreeMap<u64, (Pthread, Instant)>;
+
 /// The threads in a bounded write, and the watchdog's wake-up when one is armed.
 struct Watch {
-    /// id → (thread, when it is signalled next).
-    armed: Mutex<BTreeMap<u64, (Pthread, Instant)>>,
+    armed: Mutex<Armed>,
     woken: Condvar,
 }
 
 impl Watch {
-    fn armed(&self) -> MutexGuard<'_, BTreeMap<u64, (Pthread, Instant)>> {
+    fn armed(&self) -> MutexGuard<'_, Armed> {
         self.armed.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
