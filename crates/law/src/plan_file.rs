@@ -17,7 +17,7 @@ use memweight_proto::plan::{PlanFile, PlanOutput, PlanWrites};
 use crate::capacity::Carry;
 use crate::config::{Amount, CapacityConfig, CapacityMode, Config, Settings};
 use crate::decide::Originals;
-use crate::step::{self, Law, Row};
+use crate::step::{self, Law, Row, Trim};
 
 /// The policy's plan for `file`, with the writes of one tick of the daemon's law.
 ///
@@ -90,7 +90,7 @@ pub fn plan(file: &PlanFile) -> Result<PlanOutput, String> {
             refaulted: 0,
             refaulted_lately: 0,
             refaulted_file_lately: 0,
-            trim: 0,
+            trim: Trim::default(),
         })
         .collect();
     let host = HostSample {

@@ -15,7 +15,7 @@ use memweight_cgroupfs::CgroupSample;
 use memweight_proto::ctl::{LabelClamp, LabelField, LabelValues, WeightSource};
 use tracing::{debug, error, info, warn};
 
-use super::{Controller, Managed, Refaults};
+use super::{Controller, Managed, Refaults, Trim};
 use crate::capacity::REACH_HOLD;
 use crate::config::Settings;
 use crate::containers::{self, Containers};
@@ -334,7 +334,7 @@ impl Controller {
                 last: None,
                 refaults: [Refaults::default(); REACH_HOLD],
                 refresh: true,
-                trim: 0,
+                trim: Trim::default(),
                 mark: None,
                 pending: None,
             },

@@ -40,7 +40,7 @@ use crate::ledger::{Ledger, Saving, Ticket};
 use crate::outside::Outside;
 use crate::state::{Orphans, Override, StateStore};
 use crate::state_writer::StateWriter;
-use crate::step::{self, Law, Row, Step};
+use crate::step::{self, Law, Row, Step, Trim};
 
 use jobs::JobResult;
 pub use membership::{Found, Resolved};
@@ -86,7 +86,7 @@ struct Managed {
     /// The next tick must take a full sample: the daemon wrote to the cgroup.
     refresh: bool,
     /// Its trim, carried from one tick's law to the next ([`step::CgroupStep::trim`]).
-    trim: i64,
+    trim: Trim,
     /// Where the last tick's memory.reclaim took its usage ([`crate::decide::Writes::mark`]):
     /// the passes between ticks take it back there ([`Controller::reclaim_pass`]).
     mark: Option<u64>,

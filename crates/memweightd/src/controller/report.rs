@@ -140,7 +140,7 @@ pub(super) fn build(
             entitlement: d.entitlement,
             floor,
             ceiling,
-            trim: (trim != 0).then_some(trim),
+            trim: (trim.bytes != 0).then_some(trim.bytes),
             high: s.high.bytes(),
             low: s.low.bytes(),
             swap: s.swap_current,

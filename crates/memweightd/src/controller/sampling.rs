@@ -269,7 +269,7 @@ fn provisional(current: u64, high: Limit, low: Limit) -> CgroupSample {
 
 #[cfg(test)]
 mod tests {
-    use super::super::Managed;
+    use super::super::{Managed, Trim};
     use super::*;
     use crate::capacity::REACH_HOLD;
     use crate::config::Settings;
@@ -312,7 +312,7 @@ mod tests {
             last: None,
             refaults: [Refaults::default(); REACH_HOLD],
             refresh: false,
-            trim: 0,
+            trim: Trim::default(),
             mark: None,
             pending: None,
         };
