@@ -1172,6 +1172,42 @@ fn regression_a_bite_at_a_steps_start_wound_a_trim_held_for_the_phase() {
     assert!(ticks >= 3, "it started far below its share: {ticks}");
 }
 
+/// Regression (host-kube on 6.12, 2026-12-07, CI −10.4 %, a run with the daemon's view −15.2 %):
+/// within the 420M phase kswapd bit the weight-2 pod from 133 to 71 MiB every 10-15 s. The pool
+/// is what the pods hold, so each bite moved every share by a sixth, past the trims' bound of an
+/// eighth: a trim learnt at one share was dropped at every bite, and the pod the kernel bit
+/// never earned one. A bite moves the shares less than a quarter: the trims stay in force, and
+/// the bitten pod's grows.
+#[test]
+fn regression_a_bite_within_a_phase_moved_the_shares_and_dropped_the_trims() {
+    const M: i64 = 1 << 20;
+    // Learnt at shares 65 / 130 / 195 (the pool 390): the bitten pod +3 MiB, the others less.
+    // Then the second bitten to 77 MiB: the pool 337 and the shares 56 / 112 / 168, the second's
+    // moved by 18 MiB (more than an eighth of 130, less than a quarter).
+    let cgs = [
+        bitten_with_trim(62 * MIB, 1, -M, 65 * MIB),
+        bitten_with_trim(77 * MIB, 2, 3 * M, 130 * MIB),
+        bitten_with_trim(198 * MIB, 3, -2 * M, 195 * MIB),
+    ];
+    let out = trim_tick(&cgs, enforcing_carry());
+    let share = out.plan.decisions[1].level_share.expect("held to a share");
+    assert!(
+        share.abs_diff(130 * MIB) > 130 * MIB / 8 && share.abs_diff(130 * MIB) < 130 * MIB / 4,
+        "the bite moved its share by more than an eighth: {share}"
+    );
+    let trims: Vec<i64> = out.cgroups.iter().map(|c| c.trim.bytes).collect();
+    assert!(
+        trims[1] > 3 * M,
+        "the bitten pod's trim carried and grown: {trims:?}"
+    );
+    assert!(trims.iter().sum::<i64>().abs() < M / 64, "{trims:?}");
+    assert!(
+        out.cgroups[1].ceiling.is_some_and(|c| c > share + 2 * MIB),
+        "its trim in force: {:?} for a share of {share}",
+        out.cgroups[1]
+    );
+}
+
 /// Regression (seed 002 on 6.12, 2026-11-29: the weight-1 toucher at 74-79 MiB for a share of
 /// 70 at the 450M step of one run): held at its memory.high, a guard above its
 /// ceiling, it refaulted into the guard as fast as memory.reclaim took it out, and its trim
