@@ -414,7 +414,8 @@ pub struct DaemonSpec {
     /// record its view (pool capacity, enforcing, per cgroup target, entitlement, ceiling and
     /// trim) with each sample. Off by default: each answer costs the daemon some CPU, which
     /// the runs' `d-cpu` would count. Refused beside an action that stops or starts the
-    /// daemon.
+    /// daemon. Without `enabled` it asks a daemon the scenario runs itself (host-kube's pod,
+    /// its socket on the host's path) whenever that socket answers.
     #[serde(default)]
     pub sample_status: bool,
 }

@@ -173,8 +173,14 @@ impl Lab {
             daemon: None,
             daemon_enabled: scenario.daemon.enabled,
             kswapd: kswapd_tasks(),
-            status: (scenario.daemon.enabled && scenario.daemon.sample_status)
-                .then(|| status::spawn(PathBuf::from(scenario.daemon.socket()), host)),
+            // A daemon the lab does not start (host-kube's pod) has no unit whose socket a
+            // connection would activate: it is asked whenever its socket answers.
+            status: scenario.daemon.sample_status.then(|| {
+                status::spawn(
+                    PathBuf::from(scenario.daemon.socket()),
+                    host && scenario.daemon.enabled,
+                )
+            }),
             daemon_stopping: false,
             commands: Vec::new(),
             command_files: Vec::new(),

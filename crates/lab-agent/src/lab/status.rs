@@ -21,15 +21,16 @@ pub(super) type StatusSlot = Arc<Mutex<Option<(Instant, Status)>>>;
 /// How long one answer may take before this second's is given up.
 const ANSWER_TIMEOUT: Duration = Duration::from_millis(900);
 
-/// Starts the thread that asks the daemon at `socket` once a second. On the host guest it
-/// asks only while the daemon's service runs: a connection to its socket would start it.
-pub(super) fn spawn(socket: PathBuf, host_guest: bool) -> StatusSlot {
+/// Starts the thread that asks the daemon at `socket` once a second. With `unit` (the host
+/// guest's memweightd service) it asks only while the service runs: a connection to its socket
+/// would start it.
+pub(super) fn spawn(socket: PathBuf, unit: bool) -> StatusSlot {
     let slot: StatusSlot = Arc::new(Mutex::new(None));
     let out = Arc::clone(&slot);
     thread::spawn(move || {
         loop {
             let asked = Instant::now();
-            if (!host_guest || host::daemon_alive())
+            if (!unit || host::daemon_alive())
                 && let Some(status) = ask(&socket)
                 && let Ok(mut newest) = out.lock()
             {
