@@ -257,14 +257,18 @@ fn one(check: &Check, scenario: &Scenario, results: &Results, summary: &Summary)
                 .flat_map(|p| p.cgroups.iter().map(move |c| (p.index, c)))
                 .filter_map(|(i, c)| c.error_pct.map(|e| (i, c.name.as_str(), e)))
                 .max_by(|a, b| a.2.abs().total_cmp(&b.2.abs()));
-            // A phase whose balloon came too late to settle is said, not judged.
+            // A phase whose balloon or pressure came too late to settle is said, not judged.
             let skipped: String = unsettled
                 .iter()
                 .map(|p| {
+                    let (what, at) = match (p.balloon_arrived_s, p.pressure_arrived_s) {
+                        (Some(a), _) => ("the balloon arrived", a),
+                        (None, Some(a)) => ("the pressure reached its size", a),
+                        (None, None) => ("the step arrived", f64::NAN),
+                    };
                     format!(
-                        "; phase {} not judged: the balloon arrived {:.0} s into its {} s",
+                        "; phase {} not judged: {what} {at:.0} s into its {} s",
                         p.index,
-                        p.balloon_arrived_s.unwrap_or(f64::NAN),
                         p.end - p.start
                     )
                 })
