@@ -940,13 +940,13 @@ fn regression_a_resident_cgroup_under_a_share_it_cannot_use_wound_the_trims() {
         trims.iter().all(|t| t.unsigned_abs() < MIB),
         "not bitten: no trim moves {trims:?}"
     );
-    // Bitten: what it lacks (5.6 MiB) is in swap. It counts, and its trim moves by a
-    // sixteenth of its error a tick (the common error is 0: Σ usage is Σ shares).
+    // Bitten: what it lacks (5.6 MiB) is in swap. It counts, and its trim moves by an
+    // eighth of its error a tick (the common error is 0: Σ usage is Σ shares).
     cgs[0].sample.swap_current = Some(6 * MIB);
     let out = step(&law, &rows(&cgs, &names), &short, None, None, carry);
     let first = out.cgroups[0].trim.bytes;
     assert!(
-        first > 0 && first <= 6 * (1 << 20) / 16,
+        first > 0 && first <= 6 * (1 << 20) / 8,
         "in contention again: {first}"
     );
 }
@@ -1230,10 +1230,10 @@ fn regression_an_error_above_the_share_counted_half_and_the_guard_held_it_over()
         [Some(70 * MIB), Some(140 * MIB), Some(210 * MIB)],
         "held to their shares"
     );
-    // Its whole error, a sixteenth of it a tick: 7/16 MiB off its ceiling (the common error
-    // is 0), where the half-counted error took 4.4/16.
+    // Its whole error, an eighth of it a tick: 7/8 MiB off its ceiling (the common error
+    // is 0), where the half-counted error took 4.4/8.
     let trims: Vec<i64> = out.cgroups.iter().map(|c| c.trim.bytes).collect();
-    assert!(trims[0] <= -6 * M / 16, "{trims:?}");
+    assert!(trims[0] <= -6 * M / 8, "{trims:?}");
     assert!(trims.iter().sum::<i64>().abs() < M / 64, "{trims:?}");
 }
 
