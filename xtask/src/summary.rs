@@ -680,8 +680,8 @@ mod tests {
         }
     }
 
-    const SCENARIO: &str = r#"
-duration = 20
+    /// Two touchers weighted 1:3: the cgroups of every scenario here.
+    const TOUCHERS: &str = r#"
 [[cgroup]]
 name = "c1"
 weight = 1
@@ -690,14 +690,19 @@ workload = ["random-touch", "--size", "1000"]
 name = "c2"
 weight = 3
 workload = ["random-touch", "--size", "1000"]
-[[pressure]]
-at = 10
-size = "100M"
 "#;
+
+    /// 20 s, the touchers, 100M of pressure from 10 s.
+    fn two_phases() -> Scenario {
+        Scenario::parse(&format!(
+            "duration = 20\n{TOUCHERS}[[pressure]]\nat = 10\nsize = \"100M\"\n"
+        ))
+        .expect("parses")
+    }
 
     #[test]
     fn errors_are_measured_against_the_weighted_split() {
-        let scenario = Scenario::parse(SCENARIO).expect("parses");
+        let scenario = two_phases();
         let mut results = Results::default();
         for t in 0..=20 {
             // Phase 0: no pressure, both at demand. Phase 1: 800 held, split 300/500 while
@@ -723,7 +728,7 @@ size = "100M"
 
     #[test]
     fn settle_time_is_when_every_cgroup_stays_within_5_percent() {
-        let scenario = Scenario::parse(SCENARIO).expect("parses");
+        let scenario = two_phases();
         let mut results = Results::default();
         for t in 0..=20 {
             // Phase 1 (800 held, targets 200/600): off until 13 s, within 5 % after, one
@@ -745,7 +750,7 @@ size = "100M"
     /// unsettled.
     #[test]
     fn split_settles_while_the_total_moves() {
-        let scenario = Scenario::parse(SCENARIO).expect("parses");
+        let scenario = two_phases();
         let mut results = Results::default();
         for t in 0..=20 {
             // Phase 1: off until 12 s, then 1:3 of a total swinging 700-900.
@@ -764,7 +769,7 @@ size = "100M"
 
     #[test]
     fn daemon_cpu_is_its_cpu_time_over_the_window() {
-        let scenario = Scenario::parse(SCENARIO).expect("parses");
+        let scenario = two_phases();
         let mut results = Results::default();
         for t in 0..=20u32 {
             let mut s = sample(f64::from(t), &[400, 400]);
@@ -797,7 +802,7 @@ size = "100M"
 
     #[test]
     fn absent_cgroup_is_left_out_of_a_phase() {
-        let scenario = Scenario::parse(SCENARIO).expect("parses");
+        let scenario = two_phases();
         let mut results = Results::default();
         for t in 0..=20 {
             let mut s = sample(f64::from(t), &[400, 400]);
@@ -819,26 +824,11 @@ size = "100M"
     /// seconds of the shortage (+21.6 %). The window opens 10 s after the balloon arrives.
     #[test]
     fn regression_a_late_balloon_was_judged_before_its_shortage_arrived() {
-        const BALLOONED: &str = r#"
-guest = "host"
-ram = "1G"
-duration = 90
-[[cgroup]]
-name = "c1"
-weight = 1
-workload = ["random-touch", "--size", "1000"]
-[[cgroup]]
-name = "c2"
-weight = 3
-workload = ["random-touch", "--size", "1000"]
-[[balloon]]
-at = 30
-size = "300M"
-[[balloon]]
-at = 60
-size = "400M"
-"#;
-        let scenario = Scenario::parse(BALLOONED).expect("parses");
+        let ballooned = format!(
+            "guest = \"host\"\nram = \"1G\"\nduration = 90\n{TOUCHERS}\
+             [[balloon]]\nat = 30\nsize = \"300M\"\n[[balloon]]\nat = 60\nsize = \"400M\"\n"
+        );
+        let scenario = Scenario::parse(&ballooned).expect("parses");
         let ram = scenario.ram.0;
         let mut results = Results::default();
         for t in 0..=90u32 {
@@ -929,28 +919,10 @@ size = "400M"
     /// s into the 30 s phase, and the second half judged the step itself.
     #[test]
     fn regression_a_slow_pressure_step_was_judged_before_it_arrived() {
-        let scenario = Scenario::parse(
-            r#"
-duration = 120
-[[cgroup]]
-name = "c1"
-weight = 1
-workload = ["random-touch", "--size", "1000"]
-[[cgroup]]
-name = "c2"
-weight = 3
-workload = ["random-touch", "--size", "1000"]
-[[pressure]]
-at = 30
-size = "300M"
-[[pressure]]
-at = 60
-size = "400M"
-[[pressure]]
-at = 90
-size = "600M"
-"#,
-        )
+        let scenario = Scenario::parse(&format!(
+            "duration = 120\n{TOUCHERS}[[pressure]]\nat = 30\nsize = \"300M\"\n\
+             [[pressure]]\nat = 60\nsize = \"400M\"\n[[pressure]]\nat = 90\nsize = \"600M\"\n"
+        ))
         .expect("parses");
         let mut results = Results::default();
         for t in 0..120u32 {
