@@ -206,20 +206,21 @@ fn pressure_arrival(samples: &[Sample], size: u64, start: u64, end: u64) -> Opti
 }
 
 /// Whether the window ([`window_start`]) had to open before [`ARRIVAL_SETTLE_S`] after a
-/// balloon that arrived `arrived` seconds into the phase (see [`PhaseSummary::unsettled`]).
+/// step (the balloon or the pressure) that arrived `arrived` seconds into the phase (see
+/// [`PhaseSummary::unsettled`]).
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // Seconds, ≥ 0.
 fn unsettled(start: u64, window_start: u64, arrived: Option<f64>) -> bool {
     arrived.is_some_and(|a| start + a.max(0.0).ceil() as u64 + ARRIVAL_SETTLE_S > window_start)
 }
 
 /// The window of the phase `[start, end)`: its second half, opened no earlier than
-/// [`ARRIVAL_SETTLE_S`] after a balloon step's balloon arrived `arrived` seconds into it
-/// (`None`: not at all, so the last [`MIN_WINDOW_S`]), leaving at least [`MIN_WINDOW_S`]
-/// (never before the second half).
+/// [`ARRIVAL_SETTLE_S`] after a `step` (a balloon step, or a pressure step whose pressure
+/// arrived) arrived `arrived` seconds into it (`None`: not at all, so the last
+/// [`MIN_WINDOW_S`]), leaving at least [`MIN_WINDOW_S`] (never before the second half).
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // Seconds, ≥ 0.
-fn window_start(start: u64, end: u64, balloon_step: bool, arrived: Option<f64>) -> u64 {
+fn window_start(start: u64, end: u64, step: bool, arrived: Option<f64>) -> u64 {
     let half = start + (end - start) / 2;
-    if !balloon_step {
+    if !step {
         return half;
     }
     let latest = end.saturating_sub(MIN_WINDOW_S).max(half);
