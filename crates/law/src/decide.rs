@@ -6,7 +6,8 @@
 //!
 //! * usage is moved toward the target with `memory.reclaim`, and `memory.high` is kept a guard
 //!   above where usage goes (`guard`; none where memory.reclaim is missing, so memory.high is
-//!   then the brake): reclaim before throttling;
+//!   then the brake): reclaim before throttling, except in a step's descent, where usage is
+//!   further above the new memory.high than the limit is above the mark ([`Writes::high_first`]);
 //! * `memory.high` is never below the cgroup's floor (configured `min`, what cannot be reclaimed
 //!   because there is no swap room for it, and an absolute minimum), and memory.reclaim never
 //!   takes usage below it or the target;
@@ -122,8 +123,13 @@ pub struct Writes {
     /// New memory.low.
     pub low: Option<Limit>,
     /// Bytes to ask memory.reclaim for: all of usage above the mark, written before the
-    /// memory.high write so that a lowered limit lands above usage.
+    /// memory.high write so that a lowered limit lands above usage (unless `high_first`).
     pub reclaim: Option<u64>,
+    /// Write memory.high before memory.reclaim: a step's descent, where usage is further above
+    /// the new memory.high than the limit is above the mark. Waiting for the reclaim would keep
+    /// the cgroup unthrottled over its share for as long as its refaults outpace the reclaim
+    /// (seconds under TCG), and the limit lands below usage either way.
+    pub high_first: bool,
     /// Not a write: where memory.reclaim takes usage this tick (its mark, never below the
     /// floor), kept until the next tick so that the passes between two ticks take usage back
     /// to it (`None`: memory.reclaim is not used on the cgroup this tick).
@@ -239,7 +245,7 @@ pub fn decide(
     }
 
     // memory.reclaim: usage above this tick's `next` is taken back, before the memory.high
-    // write (the job's order), so that a lowered memory.high lands above usage: written
+    // write (the job's order; but see `high_first`), so that a lowered memory.high lands above usage: written
     // below it, it reclaims in the writer but also throttles the cgroup's own tasks while that
     // lasts (`memory.events` high). Never without a target from the policy: usage above an
     // operator's own memory.high is the kernel's to throttle.
@@ -249,6 +255,15 @@ pub fn decide(
         let over = obs.usage.saturating_sub(next);
         if over > reclaim_slack(obs.usage) {
             w.reclaim = Some(over);
+            // A step's descent: against a cgroup that faults its pages back as fast as
+            // memory.reclaim takes them, only memory.high's throttle brings usage down, and
+            // behind the reclaim it lands seconds late (host-kube on 6.12, 2026-12-07: the
+            // weight-1 pod's memory.high came down 185 → 129 MiB 7 s after its first lowered
+            // value, its usage flat at ~170 MiB meanwhile, then 164 → 131 MiB in the second
+            // after the limit landed). In the
+            // steady state usage regrows at most into the guard, and the reclaim goes first.
+            w.high_first = matches!(w.high, Some(Limit::Bytes(h))
+                if obs.usage.saturating_sub(h) > h.saturating_sub(next));
         }
         w.mark = Some(next);
     }
@@ -312,6 +327,47 @@ mod tests {
             passes: 1,
             released: false,
         }
+    }
+
+    /// A step's descent writes memory.high first; the steady state's regrowth into the guard
+    /// is reclaimed first. Behind the reclaim, host-kube's weight-1 pod on 6.12 (2026-12-07)
+    /// kept ~170 MiB for 7 s over a share of 92 while its refaults outpaced the reclaim.
+    #[test]
+    fn regression_a_steps_memory_high_waited_seconds_behind_its_reclaim() {
+        let k = Knobs {
+            guard: Amount::Bytes(8 * MIB),
+            centre: true,
+            passes: 4,
+            max_step: 17 * MIB,
+            ..knobs()
+        };
+        // The step: 169 MiB held, the share 92; half the gap this tick.
+        let w = decide(
+            &obs(169 * MIB, Limit::Bytes(185 * MIB)),
+            &orig(),
+            Some(92 * MIB),
+            0,
+            16 * MIB,
+            &k,
+        );
+        let next = 169 * MIB - (169 * MIB - 92 * MIB) / 2;
+        assert_eq!(w.high, Some(Limit::Bytes(round_up(next + 4 * MIB))));
+        assert_eq!(w.mark, Some(next - MIB));
+        assert!(w.reclaim.is_some(), "{w:?}");
+        assert!(w.high_first, "usage far above the new limit: {w:?}");
+        // Held at its share (trimmed a MiB down this tick), regrown into its guard and a
+        // little past the new limit: the reclaim first, so the limit lands above usage.
+        let w = decide(
+            &obs(96 * MIB, Limit::Bytes(96 * MIB)),
+            &orig(),
+            Some(91 * MIB),
+            0,
+            16 * MIB,
+            &k,
+        );
+        assert_eq!(w.high, Some(Limit::Bytes(95 * MIB)), "{w:?}");
+        assert!(w.reclaim.is_some(), "{w:?}");
+        assert!(!w.high_first, "regrowth into the guard: {w:?}");
     }
 
     /// `kernel`'s enforcement centres the guard on the target: memory.high half a guard above

@@ -809,16 +809,19 @@ async fn regression_passes_kept_a_busy_cgroups_tick_writes_out() {
     std::fs::remove_file(&reclaim).expect("remove memory.reclaim");
     nix::unistd::mkfifo(&reclaim, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
     ctl.tick().await.expect("tick");
-    assert_eq!(
-        high_bytes(tree.cg(0)),
-        u64::MAX,
-        "the job is in memory.reclaim"
-    );
+    // A step's descent (2000 MiB held, the share 460): memory.high first (`high_first`), then
+    // the job blocks in memory.reclaim.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while high_bytes(tree.cg(0)) == u64::MAX {
+        assert!(Instant::now() < deadline, "memory.high never written");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let first_high = high_bytes(tree.cg(0));
     // The next tick finds it busy: nothing written, the writes kept.
     tree.cg(0).set_current(1800 * MIB);
     let r = ctl.tick().await.expect("tick").clone();
     assert_eq!(r.cgroups[0].state, CgroupState::Busy, "{:?}", r.cgroups[0]);
-    assert_eq!(high_bytes(tree.cg(0)), u64::MAX);
+    assert_eq!(high_bytes(tree.cg(0)), first_high);
     // The job ends (a reader takes its request); memory.reclaim a plain file again.
     let reader = std::thread::spawn({
         let reclaim = reclaim.clone();
@@ -831,13 +834,6 @@ async fn regression_passes_kept_a_busy_cgroups_tick_writes_out() {
     );
     std::fs::remove_file(&reclaim).expect("remove the FIFO");
     std::fs::write(&reclaim, "").expect("memory.reclaim");
-    // The first job goes on to write the first tick's memory.high.
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while high_bytes(tree.cg(0)) == u64::MAX {
-        assert!(Instant::now() < deadline, "the first job never ended");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let first_high = high_bytes(tree.cg(0));
     // The first pass that finds the job done starts the waiting writes: memory.high as the
     // second tick decided (from 1800 MiB, lower), memory.reclaim to its mark from the usage
     // now.

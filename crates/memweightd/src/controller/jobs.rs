@@ -400,8 +400,8 @@ fn read_limit(
     }
 }
 
-/// Writes one cgroup's limits, memory.reclaim before memory.high (see `decide`) before
-/// memory.low; runs on the blocking pool.
+/// Writes one cgroup's limits, memory.reclaim before memory.high (see `decide`; after it where
+/// the law says `high_first`, a step's descent) before memory.low; runs on the blocking pool.
 fn apply(fs: &CgroupFs, path: &str, writes: Writes, stopping: &AtomicBool) -> JobResult {
     let mut r = JobResult {
         path: path.to_owned(),
@@ -410,7 +410,26 @@ fn apply(fs: &CgroupFs, path: &str, writes: Writes, stopping: &AtomicBool) -> Jo
         reclaim_unsupported: false,
         errors: Vec::new(),
     };
-    let done = |res: Result<Written, memweight_cgroupfs::Error>, r: &mut JobResult| match res {
+    if writes.high_first {
+        write_high(fs, path, writes.high, stopping, &mut r);
+        reclaim(fs, path, writes.reclaim, stopping, &mut r);
+    } else {
+        reclaim(fs, path, writes.reclaim, stopping, &mut r);
+        write_high(fs, path, writes.high, stopping, &mut r);
+    }
+    if let Some(l) = writes.low
+        && !r.gone
+        && !stopping.load(Ordering::SeqCst)
+        && done(fs.write_low(path, l), &mut r)
+    {
+        r.writes.low = Some(l);
+    }
+    r
+}
+
+/// Whether a limit's write was made; a vanished cgroup or an error is noted in `r`.
+fn done(res: Result<Written, memweight_cgroupfs::Error>, r: &mut JobResult) -> bool {
+    match res {
         Ok(Written::Done) => true,
         Ok(Written::Gone) => {
             r.gone = true;
@@ -420,54 +439,64 @@ fn apply(fs: &CgroupFs, path: &str, writes: Writes, stopping: &AtomicBool) -> Jo
             r.errors.push(e.to_string());
             false
         }
+    }
+}
+
+/// [`apply`]'s `memory.reclaim` write, if any, unless the cgroup is gone or the daemon stops.
+fn reclaim(
+    fs: &CgroupFs,
+    path: &str,
+    bytes: Option<u64>,
+    stopping: &AtomicBool,
+    r: &mut JobResult,
+) {
+    let Some(bytes) = bytes else {
+        return;
     };
-    if let Some(bytes) = writes.reclaim
-        && !stopping.load(Ordering::SeqCst)
-    {
-        let started = Instant::now();
-        let outcome = fs.reclaim(path, bytes);
-        if started.elapsed() >= SLOW_RECLAIM {
-            debug!(cgroup = %path, bytes, ?outcome, elapsed_ms = started.elapsed().as_millis(),
-                "memory.reclaim was slow: this cgroup's later writes wait for it");
-        }
-        match outcome {
-            Ok(Reclaimed::Done | Reclaimed::Partial) => r.writes.reclaim = Some(bytes),
-            Ok(Reclaimed::Gone) => r.gone = true,
-            Ok(Reclaimed::Unsupported) => r.reclaim_unsupported = true,
-            Err(e) => r.errors.push(e.to_string()),
-        }
+    if r.gone || stopping.load(Ordering::SeqCst) {
+        return;
     }
-    if let Some(h) = writes.high
-        && !r.gone
-    {
-        if stopping.load(Ordering::SeqCst) {
-            return r;
-        }
-        // Bounded: below usage, the kernel reclaims in this thread until usage is under the
-        // new limit (`crate::interrupt`); interrupted, the limit stays set.
-        let started = Instant::now();
-        let deadline = Deadline::arm(HIGH_WRITE_BUDGET);
-        let written = fs.write_high(path, h);
-        drop(deadline);
-        if started.elapsed() >= HIGH_WRITE_BUDGET {
-            debug!(cgroup = %path, high = %h, elapsed_ms = started.elapsed().as_millis(),
-                "memory.high write reclaimed in the writer until its deadline");
-        }
-        if done(written, &mut r) {
-            r.writes.high = Some(h);
-        }
+    let started = Instant::now();
+    let outcome = fs.reclaim(path, bytes);
+    if started.elapsed() >= SLOW_RECLAIM {
+        debug!(cgroup = %path, bytes, ?outcome, elapsed_ms = started.elapsed().as_millis(),
+            "memory.reclaim was slow: this cgroup's later writes wait for it");
     }
-    if let Some(l) = writes.low
-        && !r.gone
-    {
-        if stopping.load(Ordering::SeqCst) {
-            return r;
-        }
-        if done(fs.write_low(path, l), &mut r) {
-            r.writes.low = Some(l);
-        }
+    match outcome {
+        Ok(Reclaimed::Done | Reclaimed::Partial) => r.writes.reclaim = Some(bytes),
+        Ok(Reclaimed::Gone) => r.gone = true,
+        Ok(Reclaimed::Unsupported) => r.reclaim_unsupported = true,
+        Err(e) => r.errors.push(e.to_string()),
     }
-    r
+}
+
+/// [`apply`]'s `memory.high` write, if any, unless the cgroup is gone or the daemon stops.
+fn write_high(
+    fs: &CgroupFs,
+    path: &str,
+    high: Option<Limit>,
+    stopping: &AtomicBool,
+    r: &mut JobResult,
+) {
+    let Some(h) = high else {
+        return;
+    };
+    if r.gone || stopping.load(Ordering::SeqCst) {
+        return;
+    }
+    // Bounded: below usage, the kernel reclaims in this thread until usage is under the
+    // new limit (`crate::interrupt`); interrupted, the limit stays set.
+    let started = Instant::now();
+    let deadline = Deadline::arm(HIGH_WRITE_BUDGET);
+    let written = fs.write_high(path, h);
+    drop(deadline);
+    if started.elapsed() >= HIGH_WRITE_BUDGET {
+        debug!(cgroup = %path, high = %h, elapsed_ms = started.elapsed().as_millis(),
+            "memory.high write reclaimed in the writer until its deadline");
+    }
+    if done(written, r) {
+        r.writes.high = Some(h);
+    }
 }
 
 /// Writes a cgroup's original memory.high and memory.low back, if the cgroup at `path` is
