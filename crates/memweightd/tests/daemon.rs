@@ -792,6 +792,23 @@ async fn ancestors_are_left_alone_with_protect_ancestors_off() {
     assert_eq!(std::fs::read_to_string(&parent).expect("read").trim(), "0");
 }
 
+/// On a failed assertion, opens the FIFO at its path for reading, so that a job blocked opening
+/// it for writing goes on (and fails on the closed pipe): the test then fails instead of
+/// hanging, as the runtime waits at shutdown for its blocking jobs.
+struct Unblock(std::path::PathBuf);
+
+impl Drop for Unblock {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            let _ = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+                .open(&self.0);
+        }
+    }
+}
+
 /// Regression (ci-converge on 6.1, 2026-12-01: the weight-2 toucher's memory.high unchanged
 /// for 12 s, 15 % over its share): a tick that found the cgroup's job still running skipped
 /// its writes, and each pass started the next reclaim before the next tick came, so no tick
@@ -808,6 +825,7 @@ async fn regression_passes_kept_a_busy_cgroups_tick_writes_out() {
     let reclaim = tree.cg(0).path().join("memory.reclaim");
     std::fs::remove_file(&reclaim).expect("remove memory.reclaim");
     nix::unistd::mkfifo(&reclaim, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    let _unblock = Unblock(reclaim.clone());
     ctl.tick().await.expect("tick");
     // A step's descent (2000 MiB held, the share 460): memory.high first (`high_first`), then
     // the job blocks in memory.reclaim.
