@@ -245,10 +245,10 @@ pub fn decide(
     }
 
     // memory.reclaim: usage above this tick's `next` is taken back, before the memory.high
-    // write (the job's order; but see `high_first`), so that a lowered memory.high lands above usage: written
-    // below it, it reclaims in the writer but also throttles the cgroup's own tasks while that
-    // lasts (`memory.events` high). Never without a target from the policy: usage above an
-    // operator's own memory.high is the kernel's to throttle.
+    // write (the job's order; but see `high_first`), so that a lowered memory.high lands above
+    // usage: written below it, it reclaims in the writer but also throttles the cgroup's own
+    // tasks while that lasts (`memory.events` high). Never without a target from the policy:
+    // usage above an operator's own memory.high is the kernel's to throttle.
     if knobs.reclaim
         && let Some(next) = next
     {
@@ -260,8 +260,8 @@ pub fn decide(
             // behind the reclaim it lands seconds late (host-kube on 6.12, 2026-12-07: the
             // weight-1 pod's memory.high came down 185 → 129 MiB 7 s after its first lowered
             // value, its usage flat at ~170 MiB meanwhile, then 164 → 131 MiB in the second
-            // after the limit landed). In the
-            // steady state usage regrows at most into the guard, and the reclaim goes first.
+            // after the limit landed). In the steady state usage regrows at most into the
+            // guard, and the reclaim goes first.
             w.high_first = matches!(w.high, Some(Limit::Bytes(h))
                 if obs.usage.saturating_sub(h) > h.saturating_sub(next));
         }
