@@ -47,7 +47,10 @@ fn static_cargo(workspace: &Path, lab_dir: &Path) -> Command {
 /// Builds the guest programs and [`KERNEL_TEST`] statically (unless `build` is false) and
 /// checks they are static.
 pub fn build(workspace: &Path, lab_dir: &Path, build: bool) -> Result<Vec<PathBuf>> {
+    let stamp_path = bin_dir(lab_dir).join(SOURCE_STAMP);
     if build {
+        // Taken before the build: a source edited while cargo runs makes the binaries stale.
+        let stamp = source_stamp(workspace);
         eprintln!("lab: building the guest programs (static, release) into target/lab/build");
         let mut cmd = static_cargo(workspace, lab_dir);
         cmd.args(["build", "--release", "-j2", "--target", TARGET]);
@@ -62,6 +65,20 @@ pub fn build(workspace: &Path, lab_dir: &Path, build: bool) -> Result<Vec<PathBu
             );
         }
         build_kernel_test(workspace, lab_dir)?;
+        if let Some(stamp) = stamp {
+            std::fs::write(&stamp_path, stamp)
+                .with_context(|| format!("cannot write {}", stamp_path.display()))?;
+        }
+    } else if let Some(now) = source_stamp(workspace) {
+        let built = std::fs::read_to_string(&stamp_path).ok();
+        if built.as_deref() != Some(now.as_str()) {
+            bail!(
+                "the guest programs in {} were not built from this tree's crates/, Cargo.toml \
+                 and Cargo.lock (they changed since, or were edited during the last build): \
+                 drop --no-build to build them",
+                bin_dir(lab_dir).display()
+            );
+        }
     }
     let dir = bin_dir(lab_dir);
     let mut out = Vec::new();
@@ -84,6 +101,30 @@ pub fn build(workspace: &Path, lab_dir: &Path, build: bool) -> Result<Vec<PathBu
         out.push(path);
     }
     Ok(out)
+}
+
+/// The file beside the guest programs naming the sources they were built from
+/// ([`source_stamp`]), so that `--no-build` cannot boot binaries of another tree unnoticed (a
+/// whole batch once ran a reverted change's law that way: docs/lab.md, 2026-12-07).
+const SOURCE_STAMP: &str = "source.stamp";
+
+/// What the guest programs are built from: the committed tree of `crates/` and the uncommitted
+/// changes to it and to the workspace's manifest and lock file. `None` outside a git checkout
+/// (or without git): nothing to compare.
+fn source_stamp(workspace: &Path) -> Option<String> {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .current_dir(workspace)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let tree = git(&["rev-parse", "HEAD:crates"])?;
+    let diff = git(&["diff", "HEAD", "--", "crates", "Cargo.toml", "Cargo.lock"])?;
+    let untracked = git(&["ls-files", "--others", "--exclude-standard", "--", "crates"])?;
+    Some(format!("{tree}{untracked}{diff}"))
 }
 
 /// Builds the cgroupfs kernel test like the guest programs and copies it to [`KERNEL_TEST`] in
@@ -122,6 +163,51 @@ fn test_executable(messages: &str, name: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression (2026-12-07): `--no-build` booted the binaries of a reverted change for a whole
+    /// batch. The stamp is the same while the sources are, and changes with an edit to
+    /// `crates/` (committed or not) or a new file there, not with one elsewhere.
+    #[test]
+    fn regression_no_build_ran_another_trees_binaries() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = dir.path();
+        let git = |args: &[&str]| {
+            let out = Command::new("git")
+                .current_dir(repo)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .output()
+                .expect("git runs");
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+        };
+        std::fs::create_dir_all(repo.join("crates/a")).expect("mkdir");
+        std::fs::write(repo.join("crates/a/lib.rs"), "fn a() {}\n").expect("write");
+        std::fs::write(repo.join("README.md"), "x\n").expect("write");
+        git(&["init", "-q"]);
+        git(&["add", "."]);
+        git(&["commit", "-q", "-m", "one"]);
+        let built = source_stamp(repo).expect("a git checkout has a stamp");
+        assert_eq!(source_stamp(repo).as_deref(), Some(built.as_str()));
+        std::fs::write(repo.join("README.md"), "y\n").expect("write");
+        assert_eq!(
+            source_stamp(repo).as_deref(),
+            Some(built.as_str()),
+            "docs only"
+        );
+        std::fs::write(repo.join("crates/a/lib.rs"), "fn b() {}\n").expect("write");
+        let edited = source_stamp(repo).expect("stamp");
+        assert_ne!(edited, built, "an uncommitted edit");
+        git(&["commit", "-q", "-am", "two"]);
+        let committed = source_stamp(repo).expect("stamp");
+        assert_ne!(committed, built, "a committed edit");
+        std::fs::write(repo.join("crates/a/new.rs"), "").expect("write");
+        assert_ne!(source_stamp(repo).expect("stamp"), committed, "a new file");
+        assert_eq!(
+            source_stamp(&repo.join("crates/a/none")),
+            None,
+            "not a checkout"
+        );
+    }
 
     #[test]
     fn the_kernel_tests_executable_is_read_from_cargos_messages() {
