@@ -1,5 +1,5 @@
-//! Single-value files (`memory.current`, `memory.high`/`low` with `max`) and the generic flat
-//! keyed parser.
+//! Single-value files (`memory.current`, `memory.high`/`low` with `max`, the multi-gen LRU's
+//! `enabled` flags) and the generic flat keyed parser.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -12,4 +12,5 @@ fuzz_target!(|text: &str| {
         assert_eq!(parse::limit(&limit.to_string()).ok(), Some(limit));
     }
     let _ = parse::flat_keyed(text);
+    let _ = parse::lru_gen(text);
 });

@@ -60,4 +60,4 @@ pub mod testing;
 pub use cgroup::{CgroupFs, CgroupSample, Reclaimed, SAMPLE_FILES, Written};
 pub use error::Error;
 pub use parse::{Limit, MemoryEvents, MemoryStat, ParseError, Psi, PsiLine, Vmstat, Watermarks};
-pub use proc::{HostSample, ProcFs, meminfo as parse_meminfo};
+pub use proc::{HostSample, ProcFs, meminfo as parse_meminfo, multi_gen_lru};

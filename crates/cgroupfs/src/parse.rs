@@ -12,6 +12,7 @@
 //! | flat keyed             | `memory.stat`, `memory.events`          | [`flat_keyed`], [`MemoryStat::parse`], [`MemoryEvents::parse`] |
 //! | nested keyed (PSI)     | `memory.pressure`, `/proc/pressure/memory` | [`psi`]      |
 //! | zone blocks            | `/proc/zoneinfo`                        | [`watermarks`]  |
+//! | hexadecimal flags      | `/sys/kernel/mm/lru_gen/enabled`        | [`lru_gen`]     |
 
 use std::fmt;
 
@@ -228,6 +229,27 @@ pub fn cpu_usage_usec(text: &str) -> Result<u64, ParseError> {
         }
     })?;
     usage.ok_or(ParseError::MissingKey { key: "usage_usec" })
+}
+
+/// Parses `/sys/kernel/mm/lru_gen/enabled`: whether the multi-gen LRU is on. The kernel writes
+/// its component bits in hexadecimal (`0x0007`; `0x0000` when off); any bit set means the
+/// kernel reclaims with the multi-gen LRU, whose reclaim passes over a cgroup under its
+/// `memory.low` once and then takes it like any other (docs/lab.md).
+///
+/// # Errors
+///
+/// [`ParseError::Empty`], [`ParseError::TrailingData`], or [`ParseError::NotANumber`] for a
+/// token that is not `0x` and hexadecimal digits.
+pub fn lru_gen(text: &str) -> Result<bool, ParseError> {
+    let token = single_token(text)?;
+    token
+        .strip_prefix("0x")
+        .filter(|digits| !digits.is_empty())
+        .and_then(|digits| u64::from_str_radix(digits, 16).ok())
+        .map(|bits| bits != 0)
+        .ok_or_else(|| ParseError::NotANumber {
+            found: quote(token),
+        })
 }
 
 /// Global reclaim counters from `/proc/vmstat`, in pages since boot. They count only the

@@ -1,5 +1,5 @@
 //! Host-wide memory state from procfs (`meminfo`, `pressure/memory`, `zoneinfo`) under an
-//! injected root.
+//! injected root, and from sysfs which LRU the kernel reclaims with ([`multi_gen_lru`]).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -33,6 +33,10 @@ pub struct HostSample {
     pub psi: Option<Psi>,
     /// The kernel's global reclaim counters from `vmstat`; `None` when the file is missing.
     pub vmstat: Option<Vmstat>,
+    /// The kernel reclaims with the multi-gen LRU. Not in procfs: [`ProcFs::host`] and
+    /// [`meminfo`] leave it `true`, the caller sets it from [`multi_gen_lru`] (the law counts
+    /// free memory more freely only where the classic LRU's reclaim honours `memory.low`).
+    pub multi_gen_lru: bool,
 }
 
 /// Largest `kB` value whose byte count still fits in a `u64`.
@@ -142,6 +146,27 @@ impl ProcFs {
     }
 }
 
+/// Whether the kernel reclaims with the multi-gen LRU: `/sys/kernel/mm/lru_gen/enabled` under
+/// `sys_root` (normally `/sys`). `Ok(false)` where the file does not exist but
+/// `kernel/mm` does: a kernel built without it has only the classic LRU.
+///
+/// # Errors
+///
+/// [`Error::Io`] if the file cannot be read (or sysfs is not there: a container without it
+/// cannot tell), [`Error::Parse`] if it is malformed.
+pub fn multi_gen_lru(sys_root: &Path) -> Result<bool, Error> {
+    let mm = sys_root.join("kernel/mm");
+    let path = mm.join("lru_gen/enabled");
+    match fs::read_to_string(&path) {
+        Ok(text) => parse::lru_gen(&text).map_err(|e| Error::Parse {
+            path,
+            what: e.to_string(),
+        }),
+        Err(source) if source.kind() == std::io::ErrorKind::NotFound && mm.is_dir() => Ok(false),
+        Err(source) => Err(Error::Io { path, source }),
+    }
+}
+
 /// Parses the text of `/proc/meminfo` into a [`HostSample`] without PSI (`psi: None`).
 /// Pure, and never panics on any input.
 ///
@@ -163,6 +188,7 @@ pub fn meminfo(text: &str) -> Result<HostSample, String> {
         swap_free: meminfo.swap_free,
         psi: None,
         vmstat: None,
+        multi_gen_lru: true,
     })
 }
 
@@ -297,6 +323,28 @@ mod tests {
             );
         }
         assert_eq!(check_meminfo_shape(&format!("Big: {MAX_KIB} kB\n")), Ok(()));
+    }
+
+    #[test]
+    fn multi_gen_lru_reads_sysfs_a_kernel_without_it_is_classic_no_sysfs_unknown() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert!(
+            matches!(multi_gen_lru(dir.path()), Err(Error::Io { .. })),
+            "no sysfs: unknown"
+        );
+        fs::create_dir_all(dir.path().join("kernel/mm")).expect("mkdir");
+        assert!(!multi_gen_lru(dir.path()).expect("built without it: classic"));
+        let file = dir.path().join("kernel/mm/lru_gen/enabled");
+        fs::create_dir_all(file.parent().expect("parent")).expect("mkdir");
+        fs::write(&file, "0x0007\n").expect("write");
+        assert!(multi_gen_lru(dir.path()).expect("on"));
+        fs::write(&file, "0x0000\n").expect("write");
+        assert!(!multi_gen_lru(dir.path()).expect("off"));
+        fs::write(&file, "yes\n").expect("write");
+        assert!(matches!(
+            multi_gen_lru(dir.path()),
+            Err(Error::Parse { .. })
+        ));
     }
 
     fn fake_meminfo_text(fake: &FakeProc) -> String {

@@ -101,6 +101,7 @@ pub fn plan(file: &PlanFile) -> Result<PlanOutput, String> {
         swap_free: u64::MAX / 2,
         psi: None,
         vmstat: None,
+        multi_gen_lru: true,
     };
     let tick = step::step(&law, &rows, &host, None, None, Carry::default());
     if let Some(e) = tick.rejected {

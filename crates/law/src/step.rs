@@ -171,6 +171,7 @@ pub fn step(
             cgroups: rows.len(),
             reclaim_scanned: host.vmstat.map(|v| v.scanned()),
             outside_stall,
+            multi_gen_lru: host.multi_gen_lru,
         },
         carry,
     );

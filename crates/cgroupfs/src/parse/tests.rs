@@ -318,3 +318,21 @@ fn quote_cuts_long_text_on_char_boundary() {
     assert!(quoted.len() <= QUOTE_MAX + 3);
     assert!(quoted.ends_with("..."));
 }
+
+#[test]
+fn lru_gen_reads_the_kernels_component_bits() {
+    assert_eq!(lru_gen("0x0007\n"), Ok(true));
+    assert_eq!(lru_gen("0x0001"), Ok(true));
+    assert_eq!(lru_gen("0x0000\n"), Ok(false));
+    for bad in [
+        "",
+        "y",
+        "7",
+        "0x",
+        "0xzz",
+        "0x0007 0x0000",
+        "0x10000000000000000",
+    ] {
+        assert!(lru_gen(bad).is_err(), "{bad:?}");
+    }
+}

@@ -222,6 +222,9 @@ pub struct Config {
     pub cgroup_root: PathBuf,
     /// Root of procfs (for `/proc/meminfo` and `/proc/pressure/memory`).
     pub proc_root: PathBuf,
+    /// Root of sysfs (for `/sys/kernel/mm/lru_gen/enabled`: which LRU the kernel reclaims
+    /// with).
+    pub sys_root: PathBuf,
     /// How often the control loop runs.
     pub tick: Interval,
     /// Where the original limits and runtime overrides are kept.
@@ -279,6 +282,7 @@ impl Default for Config {
         Config {
             cgroup_root: PathBuf::from("/sys/fs/cgroup"),
             proc_root: PathBuf::from("/proc"),
+            sys_root: PathBuf::from("/sys"),
             tick: Interval(Duration::from_secs(1)),
             state_dir: PathBuf::from("/var/lib/memweight"),
             enforce: true,

@@ -97,6 +97,7 @@ prop_compose! {
         swap_free in 0u64..8192,
         some in prop::option::of(0.0f64..100.0),
         scanned in prop::option::of(0u64..4),
+        multi_gen_lru in any::<bool>(),
     ) -> HostSample {
         HostSample {
             mem_total: total * MIB,
@@ -109,6 +110,7 @@ prop_compose! {
                 pgscan_kswapd: n,
                 ..Default::default()
             }),
+            multi_gen_lru,
         }
     }
 }
@@ -307,6 +309,7 @@ fn short_host(psi: Option<Psi>) -> HostSample {
         swap_free: 1 << 30,
         psi,
         vmstat: None,
+        multi_gen_lru: true,
     }
 }
 

@@ -193,6 +193,9 @@ pub struct Controller {
     /// again every [`sampling::WATERMARKS_EVERY`] ticks (they move only with sysctls and
     /// hotplug).
     watermarks: Option<(Watermarks, u64)>,
+    /// Whether the kernel reclaims with the multi-gen LRU and the tick it was read at (`kernel`
+    /// mode; read again every [`sampling::WATERMARKS_EVERY`] ticks: it is a run-time switch).
+    multi_gen_lru: Option<(bool, u64)>,
     stopping: Arc<AtomicBool>,
     ticks: u64,
     counters: Counters,
@@ -259,6 +262,7 @@ impl Controller {
             warned: BTreeSet::new(),
             carry: Carry::default(),
             watermarks: None,
+            multi_gen_lru: None,
             stopping: Arc::new(AtomicBool::new(false)),
             ticks: 0,
             counters: Counters::default(),
@@ -463,6 +467,7 @@ impl Controller {
         let own = std::fs::read_to_string(cfg.proc_root.join("self/cgroup")).ok();
         self.forbidden = forbidden_cgroups(own.as_deref(), &cfg.cgroup_root);
         self.proc = ProcFs::new(&cfg.proc_root);
+        self.multi_gen_lru = None;
         if let Some(disk) = moved {
             // Everything recorded must be in the file the next start will read.
             self.ledger.move_to(disk);
@@ -561,6 +566,7 @@ impl Controller {
     /// the ledger lets the daemon write, and the ancestors' `memory.low`.
     async fn compute_and_enforce(&mut self, rows: &[Sampled<'_>], host: &HostSample) -> TickReport {
         let watermarks = self.watermarks();
+        let multi_gen_lru = self.multi_gen_lru();
         // Only the work-conserving law reads the cgroups beside the managed set.
         let outside_stall = if self.cfg.capacity.mode == CapacityMode::Kernel {
             self.outside.sample(
@@ -602,7 +608,18 @@ impl Controller {
             reclaim_passes: self.cfg.reclaim_passes,
             idle_tax: self.cfg.idle_tax,
         };
-        let step: Step = step::step(&law, &law_rows, host, watermarks, outside_stall, self.carry);
+        let host = HostSample {
+            multi_gen_lru,
+            ..*host
+        };
+        let step: Step = step::step(
+            &law,
+            &law_rows,
+            &host,
+            watermarks,
+            outside_stall,
+            self.carry,
+        );
         self.carry = step.next;
         for (row, c) in rows.iter().zip(&step.cgroups) {
             if let Some(m) = self.managed.get_mut(&row.wanted.path) {
@@ -647,7 +664,7 @@ impl Controller {
                 })
             })
             .collect();
-        let report = report::build(self.ticks, self.idle, &step, host, outside_stall, &lines);
+        let report = report::build(self.ticks, self.idle, &step, &host, outside_stall, &lines);
         drop(lines);
 
         self.spawn_jobs(&rows, &step, &states);

@@ -185,6 +185,43 @@ impl Controller {
         Ok(self.fs.sample(path)?.map(|s| (s, false)))
     }
 
+    /// Whether the kernel reclaims with the multi-gen LRU (`kernel` mode: the law's headroom
+    /// while the kernel reclaims depends on it), read at most every [`WATERMARKS_EVERY`]
+    /// ticks; `true` (warned once) when the switch cannot be read, as if it were on: the
+    /// headroom is then what it is there.
+    pub(super) fn multi_gen_lru(&mut self) -> bool {
+        if self.cfg.capacity.mode != crate::config::CapacityMode::Kernel {
+            return true;
+        }
+        if let Some((on, at)) = self.multi_gen_lru
+            && self.ticks.saturating_sub(at) < WATERMARKS_EVERY
+        {
+            return on;
+        }
+        let on = match memweight_cgroupfs::multi_gen_lru(&self.cfg.sys_root) {
+            Ok(on) => {
+                if self.multi_gen_lru.is_none_or(|(was, _)| was != on) {
+                    info!(
+                        multi_gen_lru = on,
+                        "read which LRU the kernel reclaims with"
+                    );
+                }
+                self.warned.remove("lru_gen");
+                on
+            }
+            Err(e) => {
+                self.warn_once("lru_gen", || {
+                    warn!(error = %e, "cannot read whether the kernel reclaims with the \
+                        multi-gen LRU; taken as on (free memory counts only while the kernel's \
+                        reclaim is idle) until it can be read");
+                });
+                true
+            }
+        };
+        self.multi_gen_lru = Some((on, self.ticks));
+        on
+    }
+
     /// The kernel's watermarks, from `/proc/zoneinfo` read at most every [`WATERMARKS_EVERY`]
     /// ticks, when the reserve follows them; `None` (warned once) when they cannot be read.
     pub(super) fn watermarks(&mut self) -> Option<Watermarks> {
