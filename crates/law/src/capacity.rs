@@ -97,9 +97,9 @@ pub struct HostView {
     /// growing into it keeps kswapd awake, and on the multi-gen LRU kswapd takes a held
     /// cgroup in bites of 40–57 MiB whatever its `memory.low` (docs/lab.md), so the bites land
     /// below the shares (host-kube on 6.12, 2026-12-07: the weight-1 pod −11.6 % at the 320M
-    /// step with it, −6.0 to +2.5 % in six runs without). On the classic LRU it took back 6–19
-    /// MiB of the 15–20 the holds parked (host-seed002 at 600M on 6.1) with every split within
-    /// 3.3 %.
+    /// step with it, −6.0 to +2.5 % in six runs without). On the classic LRU it took back 4–5
+    /// MiB on average of the 15–20 the holds parked (host-seed002 at 600M on 6.1: 214–220 MiB in
+    /// seven runs against 211–214 in four) with every split within 3.3 %.
     pub multi_gen_lru: bool,
 }
 
