@@ -50,7 +50,14 @@ pub fn build(workspace: &Path, lab_dir: &Path, build: bool) -> Result<Vec<PathBu
     let stamp_path = bin_dir(lab_dir).join(SOURCE_STAMP);
     if build {
         // Taken before the build: a source edited while cargo runs makes the binaries stale.
+        // The old stamp goes first: a build that fails may have replaced some programs.
         let stamp = source_stamp(workspace);
+        match std::fs::remove_file(&stamp_path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("cannot remove {}", stamp_path.display()));
+            }
+            _ => {}
+        }
         eprintln!("lab: building the guest programs (static, release) into target/lab/build");
         let mut cmd = static_cargo(workspace, lab_dir);
         cmd.args(["build", "--release", "-j2", "--target", TARGET]);
