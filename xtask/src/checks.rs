@@ -71,7 +71,7 @@ fn daemon_view(results: &Results, from: u64, min_pct: f64) -> Outcome {
     let viewed: Vec<u64> = judged
         .iter()
         .filter(|s| s.cgroups.iter().all(|c| !c.present || c.daemon.is_some()))
-        .filter_map(|s| s.daemon_pool.map(|p| p.tick))
+        .filter_map(|s| s.daemon_pool.as_ref().map(|p| p.tick))
         .collect();
     #[allow(clippy::cast_precision_loss)] // Sample counts.
     let pct = 100.0 * viewed.len() as f64 / judged.len().max(1) as f64;
@@ -722,11 +722,12 @@ check = "no-oom-kill"
         };
         let with = |r: &mut Results, ticks: &[Option<u64>]| {
             for (s, tick) in r.samples.iter_mut().zip(ticks) {
-                s.daemon_pool = tick.map(|tick| DaemonPoolView {
-                    tick,
-                    capacity: 1,
-                    enforcing: false,
-                    reclaiming: false,
+                s.daemon_pool = tick.map(|tick| {
+                    Box::new(DaemonPoolView {
+                        tick,
+                        capacity: 1,
+                        ..DaemonPoolView::default()
+                    })
                 });
                 s.cgroups[0].daemon = tick.map(|_| view);
             }

@@ -796,6 +796,16 @@ fn opt<T: ToString>(v: Option<T>) -> String {
     v.map_or_else(String::new, |v| v.to_string())
 }
 
+/// `text` as one CSV field: quoted, its quotes doubled, when it holds a comma, a quote or a
+/// line break (a cgroup's name may).
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_owned()
+    }
+}
+
 fn write_timeseries(
     path: &Path,
     scenario: &Scenario,
@@ -807,9 +817,11 @@ fn write_timeseries(
          events_high,events_max,events_oom_kill,target,host_mem_available,host_swap_used,\
          host_psi_some10,host_psi_full10,pressure_size,pressure_current,daemon_alive,host_mem_free,\
          daemon_cpu_usec,kswapd_cpu_usec,d_usage,d_target,d_entitlement,d_ceiling,d_trim,d_refaulted,\
-         d_capacity,d_enforcing,d_reclaiming,refaults,majfaults\n",
+         d_capacity,d_enforcing,d_reclaiming,refaults,majfaults,d_yielding,d_outside_stall,\
+         d_outside_stall_by\n",
     );
     for s in &results.samples {
+        let pool = s.daemon_pool.as_ref();
         for (i, c) in s.cgroups.iter().enumerate() {
             let weight = scenario.cgroups.get(i).map_or(0, |c| c.weight);
             let target = summary.and_then(|sm| {
@@ -825,7 +837,7 @@ fn write_timeseries(
             });
             let _ = writeln!(
                 csv,
-                "{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 s.t,
                 c.name,
                 weight,
@@ -860,11 +872,14 @@ fn write_timeseries(
                     .map_or_else(|| "max".to_owned(), |b| b.to_string()))),
                 opt(c.daemon.and_then(|d| d.trim)),
                 opt(c.daemon.and_then(|d| d.refaulted)),
-                opt(s.daemon_pool.map(|p| p.capacity)),
-                opt(s.daemon_pool.map(|p| p.enforcing)),
-                opt(s.daemon_pool.map(|p| p.reclaiming)),
+                opt(pool.map(|p| p.capacity)),
+                opt(pool.map(|p| p.enforcing)),
+                opt(pool.map(|p| p.reclaiming)),
                 opt(c.refaults),
                 opt(c.majfaults),
+                opt(pool.map(|p| p.yielding)),
+                opt(pool.and_then(|p| p.outside_stall)),
+                opt(pool.and_then(|p| p.outside_stall_by.as_deref().map(csv_field))),
             );
         }
     }

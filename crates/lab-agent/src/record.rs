@@ -68,14 +68,14 @@ pub struct Sample {
     /// memweightd's pool as its `status` reported it within the last
     /// [`DAEMON_VIEW_STALE_S`] seconds (`daemon.sample_status`; `None` otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub daemon_pool: Option<DaemonPoolView>,
+    pub daemon_pool: Option<Box<DaemonPoolView>>,
 }
 
 /// A daemon status older than this many seconds is not recorded with a sample.
 pub const DAEMON_VIEW_STALE_S: u64 = 2;
 
 /// memweightd's pool at one sample, from its `status` (`daemon.sample_status`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DaemonPoolView {
     /// The daemon's tick number.
     pub tick: u64,
@@ -85,6 +85,17 @@ pub struct DaemonPoolView {
     pub enforcing: bool,
     /// The kernel's global reclaim ran since the daemon's last tick.
     pub reclaiming: bool,
+    /// `kernel` mode: nothing is protected this tick, as a cgroup beside the managed set
+    /// stalls on memory.
+    #[serde(default)]
+    pub yielding: bool,
+    /// `kernel` mode: the highest share (%) of the daemon's last tick a cgroup beside the
+    /// managed set stalled on memory.
+    #[serde(default)]
+    pub outside_stall: Option<f64>,
+    /// Which cgroup that was (`None` when none stalled).
+    #[serde(default)]
+    pub outside_stall_by: Option<String>,
 }
 
 /// memweightd's view of one cgroup at one sample, from its `status`
@@ -134,6 +145,9 @@ impl DaemonPoolView {
             capacity: pool.capacity,
             enforcing: pool.enforcing,
             reclaiming: pool.reclaiming,
+            yielding: pool.yielding,
+            outside_stall: pool.outside_stall,
+            outside_stall_by: pool.outside_stall_by.clone(),
         }
     }
 }

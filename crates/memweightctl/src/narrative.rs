@@ -44,6 +44,16 @@ pub fn narrative(e: &Explanation) -> Vec<String> {
             "no pressure, nothing needs reclaiming"
         }
     ));
+    if p.yielding {
+        out.push(format!(
+            "the host is short and {} beside the managed set stalled on memory {} of the last \
+             tick: no managed cgroup is protected (memory.low) while it does, so the kernel's \
+             reclaim weighs them against the services beside them",
+            p.outside_stall_by.as_deref().unwrap_or("a cgroup"),
+            p.outside_stall
+                .map_or_else(|| "part".to_owned(), |pct| format!("{pct:.1} %")),
+        ));
+    }
     let exceed = if s.exceed < 0 {
         format!("{} below", b(s.exceed.unsigned_abs()))
     } else {
@@ -180,6 +190,19 @@ mod tests {
         let text = narrative(&trimmed).join("\n");
         assert!(
             text.contains("its ceiling is 12 MiB above its share"),
+            "{text}"
+        );
+        assert!(!text.contains("stalled"), "not yielding, no line: {text}");
+        let mut yielding = e.clone();
+        yielding.pool.yielding = true;
+        yielding.pool.outside_stall = Some(7.5);
+        yielding.pool.outside_stall_by = Some("lab-pressure".into());
+        let text = narrative(&yielding).join("\n");
+        assert!(
+            text.contains(
+                "lab-pressure beside the managed set stalled on memory 7.5 % of the last tick: \
+                 no managed cgroup is protected"
+            ),
             "{text}"
         );
         let mut quiet = e.clone();

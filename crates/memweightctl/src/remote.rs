@@ -585,9 +585,14 @@ fn pool_line(p: &Pool) -> String {
         (true, false) => "under pressure",
         (true, true) => "under pressure, floors overcommitted",
     };
+    let lru = match p.multi_gen_lru {
+        Some(true) => ", multi-gen LRU",
+        Some(false) => ", classic LRU",
+        None => "",
+    };
     format!(
         "pool: capacity {}, TU {}, TW {}, {state}{}\nhost: MemAvailable {} of {}, SwapFree {}, \
-         PSI some {} full {}\ntick {} took {} µs\n",
+         PSI some {} full {}{lru}\n{}tick {} took {} µs\n",
         human::bytes(p.capacity),
         human::bytes(p.total_usage),
         p.total_weight,
@@ -597,9 +602,38 @@ fn pool_line(p: &Pool) -> String {
         human::bytes(p.swap_free),
         psi(p.host_psi_some_avg10),
         psi(p.host_psi_full_avg10),
+        reclaim_line(p),
         p.tick,
         p.duration_us
     )
+}
+
+/// `kernel` capacity while the kernel's global reclaim runs: whether the split is enforced,
+/// and whether the law yields, for which cgroup beside the managed set ("" otherwise).
+fn reclaim_line(p: &Pool) -> String {
+    if !p.reclaiming && !p.yielding {
+        return String::new();
+    }
+    let beside = match (p.outside_stall, &p.outside_stall_by) {
+        (Some(pct), Some(by)) => format!("{by} beside the managed set stalled {pct:.1} %"),
+        (Some(_), None) => "nothing beside the managed set stalled".to_owned(),
+        (None, _) => "the cgroups beside the managed set are not read yet".to_owned(),
+    };
+    if p.yielding {
+        format!(
+            "kernel reclaim: yielding, {beside} of the last tick: no managed cgroup is \
+             protected, the split is still enforced\n"
+        )
+    } else {
+        format!(
+            "kernel reclaim: {}; {beside} of the last tick\n",
+            if p.enforcing {
+                "the split is enforced with memory.high"
+            } else {
+                "memory.low protects the managed cgroups' shares"
+            }
+        )
+    }
 }
 
 /// The weight with its mark: `*` runtime override, `+` a container label.

@@ -22,6 +22,16 @@ use memweight_cgroupfs::CgroupFs;
 /// At most this many cgroups beside the managed set are read per tick (the first, sorted).
 pub const MAX_FRONTIER: usize = 64;
 
+/// How much the cgroups beside the managed set stalled over the last interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stall {
+    /// The highest share (%) of the interval that one of them had a task stalled on memory.
+    pub pct: f64,
+    /// The one that stalled the most (the first by path among equals); `None` when none
+    /// stalled at all.
+    pub by: Option<String>,
+}
+
 /// The PSI totals of the frontier as last read.
 #[derive(Debug, Default)]
 pub struct Outside {
@@ -44,14 +54,15 @@ impl Outside {
     }
 
     /// The highest share (%) of the time since the last call that a frontier cgroup of
-    /// `managed` had a task stalled on memory. `None` on the first call, without PSI, or with
-    /// no cgroup beside the managed set; a cgroup that could not be read is left out.
+    /// `managed` had a task stalled on memory, and which one. `None` on the first call,
+    /// without PSI, or with no cgroup beside the managed set; a cgroup that could not be read
+    /// is left out.
     pub fn sample<'a>(
         &mut self,
         fs: &CgroupFs,
         managed: impl Iterator<Item = &'a str>,
         now: Instant,
-    ) -> Option<f64> {
+    ) -> Option<Stall> {
         let mut inside: Vec<&str> = managed.collect();
         if let Some(own) = &self.own {
             inside.push(own);
@@ -70,11 +81,19 @@ impl Outside {
         if elapsed_us == 0 {
             return None;
         }
-        self.last
-            .iter()
-            .filter_map(|(c, &now)| last.get(c).map(|&was| now.saturating_sub(was)))
-            .map(|stalled| (u128::from(stalled) * 10_000 / elapsed_us) as f64 / 100.0)
-            .reduce(f64::max)
+        let mut most: Option<Stall> = None;
+        for (c, &total) in &self.last {
+            let Some(&was) = last.get(c) else { continue };
+            let stalled = total.saturating_sub(was);
+            let pct = (u128::from(stalled) * 10_000 / elapsed_us) as f64 / 100.0;
+            if most.as_ref().is_none_or(|m| pct > m.pct) {
+                most = Some(Stall {
+                    pct,
+                    by: (stalled > 0).then(|| c.clone()),
+                });
+            }
+        }
+        most
     }
 }
 
@@ -211,10 +230,19 @@ mod tests {
         // The managed cgroup's own stall is not counted.
         std::fs::write(dir.path().join("managed/memory.pressure"), psi(900_000)).expect("w");
         let t1 = t0 + std::time::Duration::from_secs(1);
-        assert_eq!(o.sample(&fs, ["managed"].into_iter(), t1), Some(5.0));
-        // A cgroup gone since: left out, no error.
+        assert_eq!(
+            o.sample(&fs, ["managed"].into_iter(), t1),
+            Some(Stall {
+                pct: 5.0,
+                by: Some("svc".to_owned())
+            })
+        );
+        // A cgroup gone since: left out, no error; nothing stalled, no one named.
         std::fs::remove_dir_all(dir.path().join("svc")).expect("rm");
         let t2 = t1 + std::time::Duration::from_secs(2);
-        assert_eq!(o.sample(&fs, ["managed"].into_iter(), t2), Some(0.0));
+        assert_eq!(
+            o.sample(&fs, ["managed"].into_iter(), t2),
+            Some(Stall { pct: 0.0, by: None })
+        );
     }
 }

@@ -176,7 +176,7 @@ fn timeseries_records_the_daemons_view_beside_each_sample() {
         daemon,
         ..CgroupSample::default()
     };
-    let sample = |t, pool, views: [Option<DaemonCgroupView>; 2]| Sample {
+    let sample = |t, pool: Option<DaemonPoolView>, views: [Option<DaemonCgroupView>; 2]| Sample {
         t,
         cgroups: vec![cgroup("c1", views[0]), cgroup("c2", views[1])],
         host: lab_agent::record::HostSample::default(),
@@ -185,7 +185,7 @@ fn timeseries_records_the_daemons_view_beside_each_sample() {
         daemon_alive: Some(true),
         daemon_cpu_usec: None,
         kswapd_cpu_usec: None,
-        daemon_pool: pool,
+        daemon_pool: pool.map(Box::new),
     };
     let held = DaemonCgroupView {
         usage: 99,
@@ -206,11 +206,14 @@ fn timeseries_records_the_daemons_view_beside_each_sample() {
         capacity: 300,
         enforcing: true,
         reclaiming: false,
+        yielding: true,
+        outside_stall: Some(7.5),
+        outside_stall_by: Some("system.slice/a,\"b\".service".into()),
     };
     let results = Results {
         samples: vec![
             sample(1.0, None, [None, None]),
-            sample(2.0, Some(pool), [Some(held), Some(free)]),
+            sample(2.0, Some(pool.clone()), [Some(held), Some(free)]),
         ],
         ..Results::default()
     };
@@ -221,28 +224,40 @@ fn timeseries_records_the_daemons_view_beside_each_sample() {
     let lines: Vec<&str> = text.lines().collect();
     assert!(
         lines[0].ends_with(
-            ",d_usage,d_target,d_entitlement,d_ceiling,d_trim,d_refaulted,d_capacity,d_enforcing,d_reclaiming,refaults,majfaults"
+            ",d_usage,d_target,d_entitlement,d_ceiling,d_trim,d_refaulted,d_capacity,d_enforcing,\
+             d_reclaiming,refaults,majfaults,d_yielding,d_outside_stall,d_outside_stall_by"
         ),
         "{}",
         lines[0]
     );
-    let columns = lines[0].split(',').count();
+    // Fields, with the commas inside a quoted one not counted.
+    let fields = |l: &str| {
+        l.chars()
+            .fold((1, false), |(n, quoted), ch| match ch {
+                '"' => (n, !quoted),
+                ',' if !quoted => (n + 1, quoted),
+                _ => (n, quoted),
+            })
+            .0
+    };
+    let columns = fields(lines[0]);
+    assert!(lines.iter().all(|l| fields(l) == columns), "{text}");
     assert!(
-        lines.iter().all(|l| l.split(',').count() == columns),
-        "{text}"
-    );
-    assert!(
-        lines[1].ends_with(",,,,,,,,,7,11"),
+        lines[1].ends_with(",,,,,,,,,7,11,,,"),
         "no view, empty: {}",
         lines[1]
     );
     assert!(
-        lines[3].ends_with(",99,90,95,97,-2,5,300,true,false,7,11"),
+        lines[3].ends_with(
+            ",99,90,95,97,-2,5,300,true,false,7,11,true,7.5,\"system.slice/a,\"\"b\"\".service\""
+        ),
         "{}",
         lines[3]
     );
     assert!(
-        lines[4].ends_with(",99,90,95,max,,,300,true,false,7,11"),
+        lines[4].ends_with(
+            ",99,90,95,max,,,300,true,false,7,11,true,7.5,\"system.slice/a,\"\"b\"\".service\""
+        ),
         "{}",
         lines[4]
     );

@@ -77,7 +77,7 @@ impl Lab {
                 None
             },
             kswapd_cpu_usec: kswapd_cpu_usec(&self.kswapd),
-            daemon_pool,
+            daemon_pool: daemon_pool.map(Box::new),
         }
     }
 }

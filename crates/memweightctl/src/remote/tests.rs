@@ -317,6 +317,50 @@ fn regression_the_engine_wait_looked_like_a_dry_run() {
     assert!(text.contains("(dry run)"), "{text}");
 }
 
+/// Why the work-conserving law protects nothing (it yields to a stalled service beside the
+/// set) was only in the JSON's `yielding` and a bare percentage: the table names the cgroup.
+#[test]
+fn status_says_which_cgroup_beside_the_set_the_law_yields_to() {
+    let mut s = status_of(vec![status_row("lab/c1", false)]);
+    let text = status_text(&s, OutputFormat::Table, &[]).expect("renders");
+    assert!(!text.contains("kernel reclaim"), "not reclaiming: {text}");
+    s.pool.multi_gen_lru = Some(false);
+    s.pool.reclaiming = true;
+    s.pool.enforcing = true;
+    s.pool.outside_stall = Some(1.25);
+    s.pool.outside_stall_by = Some("system.slice/journald.service".into());
+    let text = status_text(&s, OutputFormat::Table, &[]).expect("renders");
+    assert!(
+        text.contains("PSI some 0.00 full 0.00, classic LRU\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "kernel reclaim: the split is enforced with memory.high; \
+             system.slice/journald.service beside the managed set stalled 1.2 % of the last tick\n"
+        ),
+        "{text}"
+    );
+    s.pool.yielding = true;
+    s.pool.outside_stall = Some(12.5);
+    let text = status_text(&s, OutputFormat::Table, &[]).expect("renders");
+    assert!(
+        text.contains(
+            "kernel reclaim: yielding, system.slice/journald.service beside the managed set \
+             stalled 12.5 % of the last tick: no managed cgroup is protected"
+        ),
+        "{text}"
+    );
+    s.pool.outside_stall_by = None;
+    s.pool.outside_stall = Some(0.0);
+    s.pool.yielding = false;
+    let text = status_text(&s, OutputFormat::Table, &[]).expect("renders");
+    assert!(
+        text.contains("nothing beside the managed set stalled"),
+        "{text}"
+    );
+}
+
 #[test]
 fn version_lines_name_both_sides() {
     let client = ctl::Version {

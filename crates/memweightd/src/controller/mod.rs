@@ -568,7 +568,7 @@ impl Controller {
         let watermarks = self.watermarks();
         let multi_gen_lru = self.multi_gen_lru();
         // Only the work-conserving law reads the cgroups beside the managed set.
-        let outside_stall = if self.cfg.capacity.mode == CapacityMode::Kernel {
+        let outside = if self.cfg.capacity.mode == CapacityMode::Kernel {
             self.outside.sample(
                 &self.fs,
                 self.managed.keys().map(String::as_str),
@@ -617,7 +617,7 @@ impl Controller {
             &law_rows,
             &host,
             watermarks,
-            outside_stall,
+            outside.as_ref().map(|s| s.pct),
             self.carry,
         );
         self.carry = step.next;
@@ -664,7 +664,14 @@ impl Controller {
                 })
             })
             .collect();
-        let report = report::build(self.ticks, self.idle, &step, &host, outside_stall, &lines);
+        let report = report::build(
+            self.ticks,
+            self.idle,
+            &step,
+            &host,
+            outside.as_ref(),
+            &lines,
+        );
         drop(lines);
 
         self.spawn_jobs(&rows, &step, &states);

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::membership::Wanted;
 use crate::ledger::Holding;
+use crate::outside::Stall;
 use crate::step::{CgroupStep, Step};
 
 /// Per-cgroup line of a [`TickReport`]: the protocol's status row, so `status` sends it as is.
@@ -91,7 +92,7 @@ pub(super) fn build(
     idle: Option<CgroupState>,
     step: &Step,
     host: &HostSample,
-    outside_stall: Option<f64>,
+    outside: Option<&Stall>,
     lines: &[Line<'_>],
 ) -> TickReport {
     let cap = &step.capacity;
@@ -177,7 +178,9 @@ pub(super) fn build(
             reclaiming: cap.reclaiming,
             enforcing: step.enforcing,
             yielding: cap.yielding,
-            outside_stall,
+            outside_stall: outside.map(|s| s.pct),
+            outside_stall_by: outside.and_then(|s| s.by.clone()),
+            multi_gen_lru: Some(host.multi_gen_lru),
             total_usage: plan.total_usage,
             total_weight: plan.total_weight,
             pressure: plan.pressure,

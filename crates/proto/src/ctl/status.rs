@@ -61,6 +61,14 @@ pub struct Pool {
     /// set (and the daemon's own) had a task stalled on memory (`memory.pressure`).
     #[serde(default)]
     pub outside_stall: Option<f64>,
+    /// `kernel` capacity: the cgroup beside the managed set that stalled the most (that share)
+    /// over the last tick; `None` when none stalled (or from a daemon that does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_stall_by: Option<String>,
+    /// The kernel reclaims with the multi-gen LRU (`/sys/kernel/mm/lru_gen/enabled`), where
+    /// `memory.low` protects held cgroups less (`None` from a daemon that does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multi_gen_lru: Option<bool>,
     /// TU: total usage of the managed cgroups.
     pub total_usage: u64,
     /// TW: total weight.
