@@ -310,7 +310,8 @@ impl FakeCgroup {
     }
 }
 
-/// A fake procfs with `meminfo`, `pressure/memory` and `zoneinfo`.
+/// A fake procfs with `meminfo`, `pressure/memory` and `zoneinfo`, and beside it, in its
+/// `sysfs` directory ([`FakeProc::sys_path`]), the sysfs files the daemon reads.
 #[derive(Debug, Clone)]
 pub struct FakeProc {
     root: PathBuf,
@@ -348,7 +349,9 @@ impl Default for FakeMeminfo {
 impl FakeProc {
     /// Creates `root/meminfo` ([`FakeMeminfo::default`]), `root/pressure/memory` (no
     /// pressure) and `root/zoneinfo` (one zone with the watermarks a 16 GiB host gets with
-    /// the default `vm.watermark_scale_factor`: min 4,096, low 8,290, high 12,484 pages).
+    /// the default `vm.watermark_scale_factor`: min 4,096, low 8,290, high 12,484 pages),
+    /// and a sysfs in `root/sysfs` with `kernel/mm` but no `lru_gen` (the classic LRU), so
+    /// that a test never reads the machine's own `/sys`.
     ///
     /// # Panics
     ///
@@ -358,6 +361,7 @@ impl FakeProc {
             root: root.as_ref().to_path_buf(),
         };
         mkdir(&fake.root.join("pressure"));
+        mkdir(&fake.sys_path().join("kernel/mm"));
         fake.set_meminfo(FakeMeminfo::default());
         fake.set_psi(0.0, 0.0);
         fake.set_watermarks(4096, 8290, 12_484);
@@ -400,6 +404,22 @@ impl FakeProc {
     #[must_use]
     pub fn path(&self) -> &Path {
         &self.root
+    }
+
+    /// The fake sysfs root (`sys_root`): `sysfs` in the procfs root.
+    #[must_use]
+    pub fn sys_path(&self) -> PathBuf {
+        self.root.join("sysfs")
+    }
+
+    /// Turns the multi-gen LRU on (`lru_gen/enabled` = `0x0007`) or off (`0x0000`).
+    pub fn set_multi_gen_lru(&self, on: bool) {
+        let dir = self.sys_path().join("kernel/mm/lru_gen");
+        mkdir(&dir);
+        put(
+            &dir.join("enabled"),
+            if on { "0x0007\n" } else { "0x0000\n" },
+        );
     }
 
     /// Rewrites `meminfo` with these figures and the other keys a 6.x kernel prints.

@@ -77,11 +77,12 @@ fn meminfo(t: &Tree, available: u64) {
 
 fn controller(t: &Tree) -> Controller {
     let text = format!(
-        "cgroup_root = {:?}\nproc_root = {:?}\nstate_dir = {:?}\n\
+        "cgroup_root = {:?}\nproc_root = {:?}\nsys_root = {:?}\nstate_dir = {:?}\n\
          [capacity]\nreserve = {}\npsi_threshold = 0.0\n\
          [[cgroup]]\nglob = \"pods/*\"\n",
         t.dir.path().join("cg"),
         t.proc.path(),
+        t.proc.sys_path(),
         t.dir.path().join("state"),
         reserve(t.cgroups.len()),
     );

@@ -214,12 +214,13 @@ impl Host {
 
     fn controller_with(&self, rules: &str) -> Controller {
         let text = format!(
-            "cgroup_root = {:?}\nproc_root = {:?}\nstate_dir = {:?}\ntick = \"100ms\"\n\
+            "cgroup_root = {:?}\nproc_root = {:?}\nsys_root = {:?}\nstate_dir = {:?}\ntick = \"100ms\"\n\
              max_step = \"100%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"6000M\"\n\
              [control]\nsocket = {:?}\n[metrics]\nenabled = false\n\
              [containers]\nsocket = {:?}\nrefresh = \"100ms\"\n{rules}",
             self.dir.path().join("cg"),
             self.proc.path(),
+            self.proc.sys_path(),
             self.dir.path().join("state"),
             self.control_socket(),
             self.engine_socket(),

@@ -57,11 +57,12 @@ impl Tree {
 
     fn config_text(&self, metrics: &str, rules: &str) -> String {
         format!(
-            "cgroup_root = {:?}\nproc_root = {:?}\nstate_dir = {:?}\ntick = \"100ms\"\n\
+            "cgroup_root = {:?}\nproc_root = {:?}\nsys_root = {:?}\nstate_dir = {:?}\ntick = \"100ms\"\n\
              max_step = \"100%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"4500M\"\n\
              [control]\nsocket = {:?}\n[metrics]\n{metrics}\n{rules}",
             self.dir.path().join("cg"),
             self.proc.path(),
+            self.proc.sys_path(),
             self.dir.path().join("state"),
             self.socket(),
         )

@@ -32,10 +32,11 @@ impl Tree {
     }
     fn config(&self, extra: &str) -> String {
         format!(
-            "cgroup_root = {:?}\nproc_root = {:?}\nstate_dir = {:?}\ntick = \"100ms\"\n\
+            "cgroup_root = {:?}\nproc_root = {:?}\nsys_root = {:?}\nstate_dir = {:?}\ntick = \"100ms\"\n\
              control = {{ socket = {:?} }}\nmetrics = {{ enabled = false }}\n{extra}\n",
             self.root(),
             self.proc.path(),
+            self.proc.sys_path(),
             self.dir.path().join("state"),
             self.dir.path().join("memweightd.sock"),
         )
@@ -110,6 +111,27 @@ async fn pressure_writes_weighted_targets_and_entitlements() {
     for c in &tree.cgroups {
         assert_eq!(c.read_max().trim(), "max", "memory.max is never written");
     }
+}
+
+/// The integration tests' configs set `proc_root` and `cgroup_root` to fakes but not
+/// `sys_root`, so the law read this machine's own `/sys/kernel/mm/lru_gen/enabled`: how it
+/// counts free memory while holding depended on the machine the tests ran on.
+#[tokio::test]
+async fn regression_integration_tests_read_the_machines_own_lru() {
+    let tree = seed_tree();
+    let report = controller(&tree, "").tick().await.expect("tick").clone();
+    assert_eq!(
+        report.pool.multi_gen_lru,
+        Some(false),
+        "the fake's classic LRU"
+    );
+    tree.proc.set_multi_gen_lru(true);
+    let report = controller(&tree, "").tick().await.expect("tick").clone();
+    assert_eq!(
+        report.pool.multi_gen_lru,
+        Some(true),
+        "the fake's multi-gen LRU"
+    );
 }
 
 #[tokio::test]
@@ -507,10 +529,11 @@ async fn globs_adopt_new_cgroups_and_skip_nested_ones() {
     let a = FakeCgroup::new(&root, "machine.slice/libpod-a.scope");
     a.set_current(100 * MIB);
     let text = format!(
-        "cgroup_root = {root:?}\nproc_root = {:?}\nstate_dir = {:?}\n\
+        "cgroup_root = {root:?}\nproc_root = {:?}\nsys_root = {:?}\nstate_dir = {:?}\n\
          [[cgroup]]\nglob = \"machine.slice/*\"\nweight = 5\n\
          [[cgroup]]\nglob = \"machine.slice/*/*\"\n",
         proc.path(),
+        proc.sys_path(),
         dir.path().join("state")
     );
     let (cfg, rules) = Config::parse(&text, Path::new("t.toml")).expect("valid");

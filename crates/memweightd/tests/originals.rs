@@ -96,10 +96,11 @@ impl Tree {
     }
     fn parse(&self, extra: &str, rules: &str) -> (Config, memweightd::config::Rules) {
         let text = format!(
-            "cgroup_root = {:?}\nproc_root = {:?}\nstate_dir = {:?}\ntick = \"100ms\"\n\
+            "cgroup_root = {:?}\nproc_root = {:?}\nsys_root = {:?}\nstate_dir = {:?}\ntick = \"100ms\"\n\
              control = {{ socket = {:?} }}\nmetrics = {{ enabled = false }}\n{extra}\n{rules}\n",
             self.root(),
             self.dir.path().join("proc"),
+            self.dir.path().join("proc/sysfs"),
             self.state_dir(),
             self.dir.path().join("memweightd.sock"),
         );
@@ -153,10 +154,11 @@ impl Pods {
     /// The config for every `pods/*` cgroup, a fixed pool of `fixed` and `extra` keys.
     fn config(&self, fixed: &str, extra: &str) -> (Config, memweightd::config::Rules) {
         let text = format!(
-            "cgroup_root = {:?}\nproc_root = {:?}\nstate_dir = {:?}\n{extra}\n\
+            "cgroup_root = {:?}\nproc_root = {:?}\nsys_root = {:?}\nstate_dir = {:?}\n{extra}\n\
              [capacity]\nmode = \"fixed\"\nfixed = \"{fixed}\"\n[[cgroup]]\nglob = \"pods/*\"\n",
             self.root(),
             self.dir.path().join("proc"),
+            self.dir.path().join("proc/sysfs"),
             self.dir.path().join("state")
         );
         Config::parse(&text, Path::new("t.toml")).expect("valid")
@@ -644,11 +646,12 @@ fn sigterm_restores_many_cgroups_with_progress() {
     std::fs::write(
         &cfg,
         format!(
-            "cgroup_root = {root:?}\nproc_root = {:?}\nstate_dir = {:?}\ntick = \"200ms\"\n\
+            "cgroup_root = {root:?}\nproc_root = {:?}\nsys_root = {:?}\nstate_dir = {:?}\ntick = \"200ms\"\n\
              control = {{ socket = {:?} }}\nmetrics = {{ enabled = false }}\n\
              max_step = \"100%\"\n[capacity]\nmode = \"fixed\"\nfixed = \"2000M\"\n\
              [[cgroup]]\nglob = \"pods/*\"\n",
             proc.path(),
+            proc.sys_path(),
             dir.path().join("state"),
             dir.path().join("memweightd.sock"),
         ),
@@ -697,10 +700,11 @@ async fn reload_to_a_new_state_dir_carries_the_originals() {
     ctl.tick().await.expect("tick");
     let moved = tree.dir.path().join("state2");
     let text = format!(
-        "cgroup_root = {:?}\nproc_root = {:?}\nstate_dir = {moved:?}\n\
+        "cgroup_root = {:?}\nproc_root = {:?}\nsys_root = {:?}\nstate_dir = {moved:?}\n\
          control = {{ socket = {:?} }}\nmetrics = {{ enabled = false }}\n{SQUEEZE}\n{RULES}\n",
         tree.root(),
         tree.dir.path().join("proc"),
+        tree.dir.path().join("proc/sysfs"),
         tree.dir.path().join("memweightd.sock"),
     );
     let (cfg, rules) = Config::parse(&text, Path::new("t.toml")).expect("valid");
