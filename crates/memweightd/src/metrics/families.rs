@@ -173,6 +173,11 @@ pub fn registry(snapshot: Option<&Published>, metrics: &Metrics) -> Registry {
         i64::from(r.pool.reclaiming),
     );
     b.gauge(
+        "host_multi_gen_lru",
+        "1 when the kernel reclaims with the multi-gen LRU (/sys/kernel/mm/lru_gen/enabled), where memory.low protects held cgroups less; kernel capacity then counts no free memory while the kernel reclaims.",
+        i64::from(r.pool.multi_gen_lru == Some(true)),
+    );
+    b.gauge(
         "pool_enforcing",
         "1 when the split is enforced beyond memory.low (memory.high, memory.reclaim) this tick.",
         i64::from(r.pool.enforcing),
