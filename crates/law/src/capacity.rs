@@ -63,7 +63,7 @@ pub struct HostView {
     /// take before any of them waits on reclaim. In `kernel` mode, while the daemon holds
     /// cgroups ([`Carry::enforcing`]) and the kernel's reclaim is idle, the pool's headroom is
     /// this where it is more than MemAvailable (which leaves out free memory below the `high`
-    /// watermarks). The holds themselves keep kswapd asleep: what the held cgroups would
+    /// watermarks) — on the classic LRU; on the multi-gen one [`HostView::free_above_low`]. The holds themselves keep kswapd asleep: what the held cgroups would
     /// refault never reaches the allocator, so free memory parked at the `high` watermarks
     /// where the kernel alone runs near `min` with kswapd awake, and with zram that costs
     /// resident memory several times over: what the cgroups do not hold is swapped, and its
@@ -76,6 +76,16 @@ pub struct HostView {
     /// 58–61 MiB against 49, file cache 9 MiB more, the containers 211–214 MiB against
     /// 227–233). Not with an operator's own `reserve` size: that reserve is kept.
     pub free_above_min: Option<u64>,
+    /// MemFree above Σ `low` watermarks, when `/proc/zoneinfo` was read: what allocations may
+    /// take before kswapd wakes. On the multi-gen LRU ([`HostView::multi_gen_lru`]), while the
+    /// daemon holds cgroups and the kernel's reclaim is idle, the headroom is this (where it
+    /// is more than MemAvailable) instead of [`HostView::free_above_min`]: grown into the band
+    /// below `low`, the held cgroups woke kswapd, the next tick counted no free memory (the
+    /// kernel reclaimed) and lowered them again, the tick after counted it again — the pool
+    /// in a cycle of one tick each way (the Redis pair at 580M on 6.12, 2026-12-07: reclaim in
+    /// 12 of 23 ticks, 15 flips, the pool 206–268 MiB, free memory 79.7 MiB against the kernel
+    /// alone's 69.5; with this 5 of 23, 6 flips, 216–257, 73.0).
+    pub free_above_low: Option<u64>,
     /// The part of the host's PSI `some avg10` that the daemon's own limits explain: the
     /// highest `some avg10` of a managed cgroup held at a `memory.high` the daemon lowered
     /// below its original (its tasks sleep in the kernel's throttling, which PSI counts as a
@@ -285,6 +295,9 @@ pub fn capacity(cfg: &CapacityConfig, host: &HostView, carry: Carry) -> (Capacit
             let headroom = match (carry.enforcing && kept == 0, reclaiming) {
                 // The daemon holds cgroups: free memory in the kernel's reclaim band counts
                 // too (see `HostView::free_above_min`).
+                (true, false) if host.multi_gen_lru => {
+                    host.mem_available.max(host.free_above_low.unwrap_or(0))
+                }
                 (true, false) => host.mem_available.max(free),
                 (true, true) if !host.multi_gen_lru => free,
                 (_, true) => 0,
@@ -366,6 +379,7 @@ mod tests {
             total_usage: 600 * MIB,
             watermark_band: Some(6 * MIB),
             free_above_min: None,
+            free_above_low: None,
             own_stall: 0.0,
             cgroups: 2,
             reclaim_scanned: None,
@@ -716,12 +730,6 @@ mod tests {
         };
         let (c, _) = capacity(&cfg, &multi_gen(8, 5 * MIB), holding);
         assert_eq!(c.bytes, 600 * MIB, "reclaiming on the multi-gen LRU: usage");
-        let (c, _) = capacity(&cfg, &multi_gen(7, 5 * MIB), holding);
-        assert_eq!(
-            c.bytes,
-            624 * MIB,
-            "idle on the multi-gen LRU: free above min"
-        );
         let idle = Carry {
             enforcing: false,
             ..holding
@@ -734,6 +742,43 @@ mod tests {
         };
         let (c, _) = capacity(&own, &at(7, 5 * MIB, Some(24 * MIB)), holding);
         assert_eq!(c.bytes, 603 * MIB, "the operator's reserve is kept");
+    }
+
+    /// The defect: on the multi-gen LRU, while holding, an idle tick counted free memory above
+    /// `min` as headroom and a reclaiming tick none; the held cgroups grew below `low`, woke
+    /// kswapd, were lowered the next tick, and the pool went up and down a tick each way
+    /// (the Redis pair at 580M on 6.12). Idle there, free memory counts above `low` only.
+    #[test]
+    fn regression_the_pool_cycled_with_kswapd_on_the_multi_gen_lru() {
+        let cfg = CapacityConfig {
+            mode: CapacityMode::Kernel,
+            reserve: Reserve::Watermarks,
+            ..CapacityConfig::default()
+        };
+        let holding = Carry {
+            scanned: Some(7),
+            enforcing: true,
+            ..Carry::default()
+        };
+        let at = |multi_gen_lru, avail| HostView {
+            reclaim_scanned: Some(7),
+            free_above_min: Some(24 * MIB),
+            free_above_low: Some(14 * MIB),
+            multi_gen_lru,
+            ..host(avail, None)
+        };
+        let (c, _) = capacity(&cfg, &at(true, 5 * MIB), holding);
+        assert_eq!(c.bytes, 614 * MIB, "multi-gen LRU, idle: free above low");
+        let (c, _) = capacity(&cfg, &at(true, 20 * MIB), holding);
+        assert_eq!(c.bytes, 620 * MIB, "MemAvailable where it is more");
+        let (c, _) = capacity(&cfg, &at(false, 5 * MIB), holding);
+        assert_eq!(c.bytes, 624 * MIB, "classic LRU, idle: free above min");
+        let no_zoneinfo = HostView {
+            free_above_low: None,
+            ..at(true, 5 * MIB)
+        };
+        let (c, _) = capacity(&cfg, &no_zoneinfo, holding);
+        assert_eq!(c.bytes, 605 * MIB, "no watermarks read: MemAvailable");
     }
 
     /// The defect: `kernel` protected every managed cgroup at what it held, so once the cold

@@ -167,6 +167,7 @@ pub fn step(
             total_usage,
             watermark_band: watermarks.map(|w| w.high.saturating_sub(w.min)),
             free_above_min: watermarks.map(|w| host.mem_free.saturating_sub(w.min)),
+            free_above_low: watermarks.map(|w| host.mem_free.saturating_sub(w.low)),
             own_stall,
             cgroups: rows.len(),
             reclaim_scanned: host.vmstat.map(|v| v.scanned()),
