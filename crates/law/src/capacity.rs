@@ -395,6 +395,24 @@ mod tests {
         }
     }
 
+    /// `kernel` mode with the default reserve (the watermark band: none kept).
+    fn kernel() -> CapacityConfig {
+        CapacityConfig {
+            mode: CapacityMode::Kernel,
+            reserve: Reserve::Watermarks,
+            ..CapacityConfig::default()
+        }
+    }
+
+    /// The carry of a tick that enforced the split, the kernel's reclaim at 7 pages scanned.
+    fn holding() -> Carry {
+        Carry {
+            scanned: Some(7),
+            enforcing: true,
+            ..Carry::default()
+        }
+    }
+
     fn reserve() -> CapacityConfig {
         CapacityConfig {
             mode: CapacityMode::Reserve,
@@ -656,11 +674,7 @@ mod tests {
     /// reserve size is still kept.
     #[test]
     fn regression_kernel_mode_defended_the_watermark_band_too_and_left_free_memory_idle() {
-        let cfg = CapacityConfig {
-            mode: CapacityMode::Kernel,
-            reserve: Reserve::Watermarks,
-            ..CapacityConfig::default()
-        };
+        let cfg = kernel();
         let idle = Carry {
             scanned: Some(7),
             ..Carry::default()
@@ -697,21 +711,13 @@ mod tests {
     /// operator's reserve size.
     #[test]
     fn regression_holds_parked_free_memory_at_the_high_watermark() {
-        let cfg = CapacityConfig {
-            mode: CapacityMode::Kernel,
-            reserve: Reserve::Watermarks,
-            ..CapacityConfig::default()
-        };
+        let cfg = kernel();
         let at = |scanned, avail, free_above_min| HostView {
             reclaim_scanned: Some(scanned),
             free_above_min,
             ..host(avail, None)
         };
-        let holding = Carry {
-            scanned: Some(7),
-            enforcing: true,
-            ..Carry::default()
-        };
+        let holding = holding();
         let (c, _) = capacity(&cfg, &at(7, 5 * MIB, Some(24 * MIB)), holding);
         assert_eq!(c.bytes, 624 * MIB, "holding, idle: free above min");
         let (c, _) = capacity(&cfg, &at(7, 30 * MIB, Some(24 * MIB)), holding);
@@ -750,16 +756,8 @@ mod tests {
     /// (the Redis pair at 580M on 6.12). Idle there, free memory counts above `low` only.
     #[test]
     fn regression_the_pool_cycled_with_kswapd_on_the_multi_gen_lru() {
-        let cfg = CapacityConfig {
-            mode: CapacityMode::Kernel,
-            reserve: Reserve::Watermarks,
-            ..CapacityConfig::default()
-        };
-        let holding = Carry {
-            scanned: Some(7),
-            enforcing: true,
-            ..Carry::default()
-        };
+        let cfg = kernel();
+        let holding = holding();
         let at = |multi_gen_lru, avail| HostView {
             reclaim_scanned: Some(7),
             free_above_min: Some(24 * MIB),
