@@ -63,8 +63,9 @@ pub struct HostView {
     /// take before any of them waits on reclaim. In `kernel` mode, while the daemon holds
     /// cgroups ([`Carry::enforcing`]) and the kernel's reclaim is idle, the pool's headroom is
     /// this where it is more than MemAvailable (which leaves out free memory below the `high`
-    /// watermarks) — on the classic LRU; on the multi-gen one [`HostView::free_above_low`]. The holds themselves keep kswapd asleep: what the held cgroups would
-    /// refault never reaches the allocator, so free memory parked at the `high` watermarks
+    /// watermarks) — on the classic LRU; on the multi-gen one [`HostView::free_above_low`].
+    /// The holds themselves keep kswapd asleep: what the held cgroups would refault never
+    /// reaches the allocator, so free memory parked at the `high` watermarks
     /// where the kernel alone runs near `min` with kswapd awake, and with zram that costs
     /// resident memory several times over: what the cgroups do not hold is swapped, and its
     /// compressed copy takes RAM (seed 002 on 6.1, the 300M step, 2026-11-29: free 67–72 MiB
