@@ -174,7 +174,7 @@ pub fn registry(snapshot: Option<&Published>, metrics: &Metrics) -> Registry {
     );
     b.gauge(
         "host_multi_gen_lru",
-        "1 when the kernel reclaims with the multi-gen LRU (/sys/kernel/mm/lru_gen/enabled), where memory.low protects held cgroups less; kernel capacity then counts no free memory while the kernel reclaims.",
+        "1 when the kernel reclaims with the multi-gen LRU (/sys/kernel/mm/lru_gen/enabled), where memory.low protects held cgroups less; kernel capacity then counts no free memory while the kernel reclaims, and only that above the low watermarks while it is idle.",
         i64::from(r.pool.multi_gen_lru == Some(true)),
     );
     b.gauge(
