@@ -15,6 +15,8 @@
 //! * `cargo xtask lab fetch` — install the host packages and download the kernels only.
 //! * `cargo xtask lab compare [SCENARIO…]` — several scenarios × kernels, one markdown table
 //!   (default: the three seed 002 ways on both kernels).
+//! * `cargo xtask lab judge --out DIR --kernel K [--run]` — issue 19's bars: each daemon
+//!   scenario beside the kernel alone's run of the same batch (`--run` runs the batch first).
 //!
 //! The flow is `deps` (host packages) → `kernel` (apt-get download + dpkg -x, module list) →
 //! `guest` (static build of the guest binaries) → `initramfs` → `vm` (boot, console) →
@@ -26,6 +28,7 @@ mod deps;
 mod guest;
 mod hostimg;
 mod initramfs;
+mod judge;
 mod kernel;
 mod plot;
 mod prom;
@@ -120,6 +123,20 @@ enum LabCommand {
         #[arg(long, value_parser = parse_kernel)]
         kernel: Vec<Kernel>,
     },
+    /// Issue 19's bars: each daemon scenario beside the kernel alone's run of the same batch
+    /// (DIR/<scenario>-<kernel>), a markdown table and a verdict per bar; `--run` runs the
+    /// batch first (ten scenarios, about 35 minutes under TCG).
+    Judge {
+        /// The batch's folder.
+        #[arg(long)]
+        out: PathBuf,
+        /// Kernel the batch ran on.
+        #[arg(long, value_parser = parse_kernel)]
+        kernel: Kernel,
+        /// Run the batch into the folder first (each scenario alone, one after another).
+        #[arg(long)]
+        run: bool,
+    },
 }
 
 fn parse_kernel(s: &str) -> Result<Kernel, String> {
@@ -149,6 +166,7 @@ fn main() -> ExitCode {
                 out,
                 kernel,
             } => run::lab_compare(&scenarios, &out, &kernel),
+            LabCommand::Judge { out, kernel, run } => run::lab_judge(&out, kernel, run),
         },
     };
     match result {

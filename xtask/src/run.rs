@@ -13,7 +13,7 @@ use crate::checks::{self, Outcome};
 use crate::kernel::{self, KernelFiles};
 use crate::results::{Decoder, Results};
 use crate::summary::{self, Summary};
-use crate::{deb, deps, guest, hostimg, initramfs, plot, prom, qmp, vm};
+use crate::{deb, deps, guest, hostimg, initramfs, judge, plot, prom, qmp, vm};
 
 /// CI must finish within this; `lab test` warns when it does not.
 const CI_BUDGET: Duration = Duration::from_secs(1500);
@@ -348,6 +348,78 @@ pub fn lab_compare(scenarios: &[PathBuf], out: &Path, kernels: &[Kernel]) -> Res
     }
     println!("\n{}", rows.join("\n"));
     Ok(all_ok)
+}
+
+/// `cargo xtask lab judge`: with `run`, issue 19's batch on `k` into `out` (each pair's
+/// kernel alone, then its daemon run, one at a time, the guest programs built once); then the
+/// judged table of what `out` holds ([`judge`]).
+pub fn lab_judge(out: &Path, k: Kernel, run: bool) -> Result<bool> {
+    let ws = workspace();
+    let dir_of = |stem: &str| out.join(format!("{stem}-{k}"));
+    if run {
+        let lab = lab_dir(&ws);
+        let files: Vec<PathBuf> = judge::ISSUE19
+            .iter()
+            .flat_map(|p| [p.baseline, p.daemon])
+            .map(|stem| ws.join("tests/lab/scenarios").join(format!("{stem}.toml")))
+            .collect();
+        let loaded = files.iter().map(|f| load(f)).collect::<Result<Vec<_>>>()?;
+        deps::ensure_host_tools()?;
+        let kf = kernel::fetch(&lab, k)?;
+        let bins = guest::build(&ws, &lab, true)?;
+        let started = Instant::now();
+        for (n, (name, text, scenario)) in loaded.iter().enumerate() {
+            eprintln!(
+                "lab: batch {}/{} on {k}: {name} ({:.0} min so far)",
+                n + 1,
+                loaded.len(),
+                started.elapsed().as_secs_f64() / 60.0
+            );
+            if let Err(e) = execute(&lab, name, text, scenario, k, &kf, &bins, &dir_of(name)) {
+                // Judged below as missing; the other runs still go.
+                eprintln!("lab: {name} on {k} failed: {e:#}");
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    let mut verdicts = Vec::new();
+    let mut missing = Vec::new();
+    for pair in &judge::ISSUE19 {
+        let read = |stem: &str| judge::Run::read(&dir_of(stem));
+        match (read(pair.baseline), read(pair.daemon)) {
+            (Ok(base), Ok(daemon)) => {
+                let (r, v) = judge::judge(pair, &base, &daemon);
+                rows.extend(r);
+                verdicts.extend(v);
+            }
+            (b, d) => {
+                let errors: Vec<String> = [b.err(), d.err()]
+                    .into_iter()
+                    .flatten()
+                    .map(|e| format!("{e:#}"))
+                    .collect();
+                missing.push(format!(
+                    "{}: {} (`--run` runs the batch)",
+                    pair.label,
+                    errors.join("; ")
+                ));
+            }
+        }
+    }
+    println!("\n{}", judge::markdown(&rows));
+    for v in &verdicts {
+        println!(
+            "{} {:<13} {}: {}",
+            if v.pass { "PASS" } else { "FAIL" },
+            v.label,
+            v.bar,
+            v.detail
+        );
+    }
+    for m in &missing {
+        println!("MISSING {m}");
+    }
+    Ok(missing.is_empty() && verdicts.iter().all(|v| v.pass))
 }
 
 fn markdown_row(s: &Summary, dir: &Path) -> String {

@@ -17,7 +17,7 @@
 //! cgroup is its demand (declared or its workload's `--size`, else its peak in the first phase)
 //! capped by `max`; `lo` is `min`. Error = (mean usage − target) / target.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use lab_agent::record::Sample;
 use lab_agent::scenario::Scenario;
@@ -26,7 +26,7 @@ use crate::results::Results;
 use memweight_policy::{Slot, water_fill};
 
 /// The whole summary.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Summary {
     /// Scenario file stem.
     pub scenario: String,
@@ -57,7 +57,7 @@ pub struct Summary {
 }
 
 /// Per cgroup over the whole run.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct CgroupSummary {
     /// Name.
     pub name: String,
@@ -72,7 +72,7 @@ pub struct CgroupSummary {
 }
 
 /// One pressure phase.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct PhaseSummary {
     /// 0-based.
     pub index: usize,
@@ -105,7 +105,7 @@ pub struct PhaseSummary {
     /// but not judged (`max-error-pct` skips the phase and says so). On 6.1 QEMU's balloon
     /// reached host-podman's 320M 26 s into its 30 s phase (2026-11-29), judging the shortage's
     /// first 4 s (+50.8 %).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unsettled: bool,
     /// Samples in the window.
     pub samples: usize,
@@ -229,7 +229,7 @@ fn window_start(start: u64, end: u64, step: bool, arrived: Option<f64>) -> u64 {
 }
 
 /// One cgroup in one phase.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct PhaseCgroup {
     /// Name.
     pub name: String,
