@@ -107,7 +107,7 @@ const REDIS: Pair = Pair {
     label: "Redis pair",
     baseline: "b",
     daemon: "d",
-    judge_ratio: true,
+    ratio: Ratio::Judged,
 };
 
 fn verdict<'a>(v: &'a [Verdict], bar: &str) -> &'a Verdict {
@@ -238,7 +238,7 @@ fn ratio_is_judged_only_for_pairs_that_ask_and_against_ten_percent() {
     let (b, d) = make(1.08);
     assert!(verdict(&judge(&REDIS, &b, &d).1, "request-rate").pass);
     let touchers = Pair {
-        judge_ratio: false,
+        ratio: Ratio::Reported,
         ..REDIS
     };
     let (b, d) = make(1.17);
@@ -336,4 +336,111 @@ impl Run {
         serde_json::from_value(serde_json::to_value(&self.summary).expect("serialises"))
             .expect("reads back")
     }
+}
+
+/// Three phases: warm-up, a step the kernel alone keeps both resident through (100/200 MiB),
+/// and a shortage it swaps in; the daemon's run holds `low`/`high` MiB there.
+fn shortage(low: u64, high: u64, mode: Ratio) -> (Pair, Run, Run) {
+    let phases = |l: u64, h: u64| {
+        vec![
+            phase(0, 0, &[(100, None, Some(100.0)), (200, None, Some(100.0))]),
+            phase(
+                1,
+                300,
+                &[(100, Some(0.0), Some(100.0)), (200, Some(0.0), Some(100.0))],
+            ),
+            phase(
+                2,
+                500,
+                &[(l, Some(0.0), Some(100.0)), (h, Some(0.0), Some(100.0))],
+            ),
+        ]
+    };
+    let swapping = |t: u64| u64::from(t >= 70) * 8;
+    let base = Run {
+        summary: summary(phases(92, 184), 0),
+        samples: samples(90, |t| {
+            vec![(100, swapping(t), None), (200, swapping(t), None)]
+        }),
+    };
+    let daemon = Run {
+        summary: summary(phases(low, high), 0),
+        samples: samples(90, |_| vec![(low, 0, None), (high, 0, None)]),
+    };
+    (
+        Pair {
+            ratio: mode,
+            ..REDIS
+        },
+        base,
+        daemon,
+    )
+}
+
+#[test]
+fn kept_fractions_are_judged_against_the_last_phase_the_kernel_alone_kept_whole() {
+    // 90 % and 93 % of 100 and 200 MiB: 3.3 % apart.
+    let (pair, base, daemon) = shortage(90, 186, Ratio::Reported);
+    let (rows, v) = judge(&pair, &base, &daemon);
+    assert_eq!(rows[1].kept_pct, vec![90.0, 93.0]);
+    assert!(rows[0].kept_pct.is_empty(), "nothing is short at 300M");
+    let kept = verdict(&v, "equal kept");
+    assert!(kept.pass, "{kept:?}");
+    assert!(markdown(&rows).contains("(kept 90.0/93.0 %)"));
+    // 88 % and 95 %: 8 % apart.
+    let (pair, base, daemon) = shortage(88, 190, Ratio::Reported);
+    let kept = verdict(&judge(&pair, &base, &daemon).1, "equal kept").clone();
+    assert!(!kept.pass && kept.detail.contains("at 500M"), "{kept:?}");
+}
+
+#[test]
+fn a_hidden_ratio_is_neither_shown_nor_judged() {
+    let (pair, base, daemon) = shortage(88, 190, Ratio::Hidden);
+    let (rows, v) = judge(&pair, &base, &daemon);
+    assert!(
+        rows.iter()
+            .all(|r| r.ratio == (None, None) && r.kept_pct.is_empty())
+    );
+    assert!(!markdown(&rows).contains("kept"));
+    assert!(
+        v.iter()
+            .all(|v| !v.bar.starts_with("equal kept") && !v.bar.starts_with("request-rate"))
+    );
+}
+
+#[test]
+fn regression_a_hold_let_go_in_the_deflations_first_seconds_failed_the_resident_bar() {
+    // The kernel alone swaps nothing after the deflation; the daemon's hold of the step before
+    // is let go 6 s into it (host-cold on 6.12, 2026-12-07): the regrowth judges that phase.
+    let phases = vec![
+        phase(0, 0, &[(150, None, None)]),
+        phase(1, 400, &[(100, Some(0.0), None)]),
+        phase(2, 0, &[(150, Some(0.0), None)]),
+    ];
+    let base = Run {
+        summary: summary(phases, 0),
+        samples: samples(90, |t| {
+            let short = (30..60).contains(&t);
+            vec![(
+                if short { 100 } else { 150 },
+                u64::from(t >= 40 && short) * 5,
+                None,
+            )]
+        }),
+    };
+    let daemon = Run {
+        summary: base.summary_clone(),
+        samples: samples(90, |t| {
+            vec![(
+                if (30..60).contains(&t) { 100 } else { 150 },
+                0,
+                (30..66).contains(&t).then_some(100),
+            )]
+        }),
+    };
+    let (rows, v) = judge(&REDIS, &base, &daemon);
+    assert!(rows[1].resident);
+    assert_eq!(rows[1].lowered, 6, "still counted for the table");
+    assert!(v.iter().all(|v| !v.bar.starts_with("left alone")), "{v:?}");
+    assert!(verdict(&v, "regrown").pass);
 }
