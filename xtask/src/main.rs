@@ -124,7 +124,7 @@ enum LabCommand {
         kernel: Vec<Kernel>,
     },
     /// Issue 19's bars: each daemon scenario beside the kernel alone's run of the same batch
-    /// (DIR/<scenario>-<kernel>), a markdown table and a verdict per bar; `--run` runs the
+    /// (`DIR/<scenario>-<kernel>`), a markdown table and a verdict per bar; `--run` runs the
     /// batch first (ten scenarios, about 35 minutes under TCG).
     Judge {
         /// The batch's folder.
