@@ -9,15 +9,16 @@
 //!
 //! * **Σ**: the managed cgroups' mean total over the phase's window is at least
 //!   [`MIN_SUM_PCT`] % of the kernel alone's in the same phase;
-//! * **split**: every cgroup's mean within ±[`MAX_SPLIT_PCT`] % of the weighted water-fill of
-//!   what they hold together, over the window (it opens 10 s after the step arrived:
+//! * **split**: where the kernel alone swapped a managed cgroup (a shortage), every cgroup's
+//!   mean within ±[`MAX_SPLIT_PCT`] % of the weighted water-fill of what they hold together,
+//!   over the window (it opens 10 s after the step arrived:
 //!   `summary::ARRIVAL_SETTLE_S`); a phase whose step arrived too late to leave such a window
 //!   is reported, not judged;
 //! * **resident**: where the kernel alone swapped none of the managed cgroups, the daemon
 //!   lowered no `memory.high` below its original and they stayed resident (swap grew by at most
 //!   [`RESIDENT_SWAP`] each);
-//! * **kept fractions** (Table-2 and the Redis pair, whose working sets are in the weights'
-//!   ratio): where the kernel alone swapped, each cgroup's usage in % of what it held in the
+//! * **kept fractions** (Table-2, whose working sets are exactly in the weights' ratio; reported
+//!   for the Redis pair): where the kernel alone swapped, each cgroup's usage in % of what it held in the
 //!   last phase the kernel alone kept them resident — the fraction of its own working set it
 //!   kept — within [`MAX_KEPT_SPREAD_PCT`] % of each other;
 //! * **ratio** (the Redis pair): the highest weight's request rate over the lowest's within
@@ -54,17 +55,18 @@ pub struct Pair {
     pub ratio: Ratio,
 }
 
-/// What the judge makes of a pair's ops/s ratio (highest weight over lowest).
+/// What the judge makes of a pair's ops/s ratio (highest weight over lowest) and of the
+/// fractions of their own working sets the cgroups keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ratio {
-    /// Not shown: three or more cgroups whose working sets are not in the weights' ratio, so
-    /// the ratio says nothing of the split.
+    /// Neither shown: three or more cgroups whose working sets are not in the weights' ratio.
     Hidden,
-    /// Shown with each cgroup's kept fraction, and the fractions judged equal (Table-2's
-    /// touchers: their rate drifts 10–15 % under TCG with an exact split).
-    Reported,
-    /// Shown, the fractions judged equal, and the ratio judged within ±10 % of 1.
-    Judged,
+    /// The kept fractions judged equal, the ratio reported (Table-2's touchers: working sets
+    /// exactly in the weights' ratio; their rate drifts 10–15 % under TCG with an exact split).
+    KeptJudged,
+    /// The ratio judged, the kept fractions reported (the Redis pair: the servers' own sizes
+    /// vary between runs, 112–121 MiB for the weight-1 server at the last resident step).
+    RateJudged,
 }
 
 /// Issue 19's batch: the five scenarios its bars name, each beside its kernel alone.
@@ -85,7 +87,7 @@ pub const ISSUE19: [Pair; 5] = [
         label: "Table-2",
         baseline: "table2-default",
         daemon: "ci-table2",
-        ratio: Ratio::Reported,
+        ratio: Ratio::KeptJudged,
     },
     Pair {
         label: "host-seed002",
@@ -97,7 +99,7 @@ pub const ISSUE19: [Pair; 5] = [
         label: "Redis pair",
         baseline: "seed002-redis-default",
         daemon: "seed002-redis",
-        ratio: Ratio::Judged,
+        ratio: Ratio::RateJudged,
     },
 ];
 
@@ -255,8 +257,8 @@ fn lowered(samples: &[Sample], original: &[Option<Limit>], start: u64, end: u64)
         .count()
 }
 
-/// Seconds into the phase of the first sample from which every cgroup holds at least
-/// [`REGROWN_PCT`] % of `goal` (its own); `None` if none does.
+/// Seconds into the phase of the first sample in which every cgroup holds at least
+/// [`REGROWN_PCT`] % of its own `goal`; `None` if none does.
 fn regrown(samples: &[Sample], goal: &[u64], start: u64, end: u64) -> Option<u64> {
     in_phase(samples, start, end)
         .find(|s| {
@@ -404,9 +406,11 @@ fn verdicts(pair: &Pair, rows: &[Row], oom_kills: u64) -> Vec<Verdict> {
             detail: "no phase to compare (different timelines?)".to_owned(),
         },
     });
+    // Where the kernel alone kept them resident nobody is short: the error there is a
+    // workload's size against its declared demand, and the resident bar judges those phases.
     let judged: Vec<(&Row, f64)> = rows
         .iter()
-        .filter(|r| !r.unsettled)
+        .filter(|r| !r.unsettled && !r.resident)
         .filter_map(|r| r.split.1.map(|e| (r, e)))
         .collect();
     let unsettled: Vec<&str> = rows
@@ -426,10 +430,18 @@ fn verdicts(pair: &Pair, rows: &[Row], oom_kills: u64) -> Vec<Verdict> {
             unsettled.join(", ")
         );
     }
+    let short = rows.iter().any(|r| !r.resident);
+    if !short {
+        detail = "no step left them short".to_owned();
+    }
     out.push(Verdict {
         label,
-        bar: "split within ±5 % from 10 s after each step",
-        pass: worst.is_some_and(|(_, e)| e.abs() <= MAX_SPLIT_PCT),
+        bar: "split within ±5 % from 10 s after each step that leaves them short",
+        pass: if short {
+            worst.is_some_and(|(_, e)| e.abs() <= MAX_SPLIT_PCT)
+        } else {
+            true
+        },
         detail,
     });
     // A deflation is judged by its regrowth: the holds of the step before are let go in its
@@ -463,7 +475,7 @@ fn verdicts(pair: &Pair, rows: &[Row], oom_kills: u64) -> Vec<Verdict> {
             },
         });
     }
-    if pair.ratio != Ratio::Hidden {
+    if pair.ratio == Ratio::KeptJudged {
         let spread = |k: &[f64]| {
             let most = k.iter().copied().fold(f64::MIN, f64::max);
             let least = k.iter().copied().fold(f64::MAX, f64::min);
@@ -486,7 +498,7 @@ fn verdicts(pair: &Pair, rows: &[Row], oom_kills: u64) -> Vec<Verdict> {
             ),
         });
     }
-    if pair.ratio == Ratio::Judged {
+    if pair.ratio == Ratio::RateJudged {
         let worst = rows
             .iter()
             .filter_map(|r| r.ratio.1.map(|q| (r, q)))
