@@ -40,7 +40,7 @@ use lab_agent::record::Sample;
 use lab_agent::scenario::Limit;
 
 use crate::results::Decoder;
-use crate::summary::{PhaseSummary, Summary};
+use crate::summary::{PhaseSummary, Summary, second};
 
 /// A daemon scenario and the run of the kernel alone it is judged against.
 #[derive(Debug, Clone, Copy)]
@@ -215,11 +215,11 @@ fn worst_split(p: &PhaseSummary) -> Option<f64> {
         .max_by(|a, b| a.abs().total_cmp(&b.abs()))
 }
 
-/// Samples of the phase `[start, end)`.
+/// Samples of the phase `[start, end)`, each by its whole second as the summary takes it.
 fn in_phase(samples: &[Sample], start: u64, end: u64) -> impl Iterator<Item = &Sample> {
-    #[allow(clippy::cast_precision_loss)] // Seconds.
-    let (a, b) = (start as f64, end as f64);
-    samples.iter().filter(move |s| s.t >= a && s.t < b)
+    samples
+        .iter()
+        .filter(move |s| (start..end).contains(&second(s)))
 }
 
 /// How much cgroup `i`'s swap grew over the phase: its most in the phase less its first.

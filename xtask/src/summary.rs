@@ -268,8 +268,9 @@ fn to_bytes(v: f64) -> u64 {
     }
 }
 
+/// The whole second a sample belongs to (its time rounded): how phases and windows take it.
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // Rounded, clamped to ≥ 0.
-fn second(s: &Sample) -> u64 {
+pub(crate) fn second(s: &Sample) -> u64 {
     s.t.round().max(0.0) as u64
 }
 
