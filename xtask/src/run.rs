@@ -301,10 +301,46 @@ pub fn lab_test(filter: Option<&str>, only: Option<Kernel>) -> Result<bool> {
     Ok(all_pass)
 }
 
+/// Runs `files` one after another on each of `kernels` into `out/<scenario>-<kernel>`, the
+/// guest programs built once, with a progress line before each; `each` gets every run's report
+/// or why it failed.
+fn run_batch(
+    files: &[PathBuf],
+    out: &Path,
+    kernels: &[Kernel],
+    mut each: impl FnMut(&str, Kernel, &Path, Result<Report>),
+) -> Result<()> {
+    let ws = workspace();
+    let lab = lab_dir(&ws);
+    let loaded = files.iter().map(|f| load(f)).collect::<Result<Vec<_>>>()?;
+    deps::ensure_host_tools()?;
+    let kfs = kernels
+        .iter()
+        .map(|&k| kernel::fetch(&lab, k).map(|kf| (k, kf)))
+        .collect::<Result<Vec<_>>>()?;
+    let bins = guest::build(&ws, &lab, true)?;
+    let started = Instant::now();
+    let total = loaded.len() * kfs.len();
+    for (n, ((k, kf), (name, text, scenario))) in kfs
+        .iter()
+        .flat_map(|kf| loaded.iter().map(move |l| (kf, l)))
+        .enumerate()
+    {
+        eprintln!(
+            "lab: batch {}/{total} on {k}: {name} ({:.0} min so far)",
+            n + 1,
+            started.elapsed().as_secs_f64() / 60.0
+        );
+        let dir = out.join(format!("{name}-{k}"));
+        let report = execute(&lab, name, text, scenario, *k, kf, &bins, &dir);
+        each(name, *k, &dir, report);
+    }
+    Ok(())
+}
+
 /// `cargo xtask lab compare`.
 pub fn lab_compare(scenarios: &[PathBuf], out: &Path, kernels: &[Kernel]) -> Result<bool> {
     let ws = workspace();
-    let lab = lab_dir(&ws);
     let files: Vec<PathBuf> = if scenarios.is_empty() {
         ["seed002-default", "seed002-static-low", "seed002"]
             .iter()
@@ -318,34 +354,22 @@ pub fn lab_compare(scenarios: &[PathBuf], out: &Path, kernels: &[Kernel]) -> Res
     } else {
         kernels.to_vec()
     };
-    let loaded = files.iter().map(|f| load(f)).collect::<Result<Vec<_>>>()?;
-    deps::ensure_host_tools()?;
-    let kfs = kernels
-        .iter()
-        .map(|&k| kernel::fetch(&lab, k).map(|kf| (k, kf)))
-        .collect::<Result<Vec<_>>>()?;
-    let bins = guest::build(&ws, &lab, true)?;
     let mut rows = vec![
         "| way | scenario | kernel | max error % | worst phase | oom_kills | ops/s per cgroup, last phase | plot |".to_owned(),
         "| --- | --- | --- | --- | --- | --- | --- | --- |".to_owned(),
     ];
     let mut all_ok = true;
-    for (k, kf) in &kfs {
-        for (name, text, scenario) in &loaded {
-            let dir = out.join(format!("{name}-{k}"));
-            match execute(&lab, name, text, scenario, *k, kf, &bins, &dir) {
-                Ok(report) => {
-                    println!("\n{}", report.summary.table());
-                    rows.push(markdown_row(&report.summary, &dir));
-                }
-                Err(e) => {
-                    all_ok = false;
-                    eprintln!("lab: {name} on {k} failed: {e:#}");
-                    rows.push(format!("| run failed | {name} | {k} | | | | | |"));
-                }
-            }
+    run_batch(&files, out, &kernels, |name, k, dir, report| match report {
+        Ok(report) => {
+            println!("\n{}", report.summary.table());
+            rows.push(markdown_row(&report.summary, dir));
         }
-    }
+        Err(e) => {
+            all_ok = false;
+            eprintln!("lab: {name} on {k} failed: {e:#}");
+            rows.push(format!("| run failed | {name} | {k} | | | | | |"));
+        }
+    })?;
     println!("\n{}", rows.join("\n"));
     Ok(all_ok)
 }
@@ -357,29 +381,17 @@ pub fn lab_judge(out: &Path, k: Kernel, run: bool) -> Result<bool> {
     let ws = workspace();
     let dir_of = |stem: &str| out.join(format!("{stem}-{k}"));
     if run {
-        let lab = lab_dir(&ws);
         let files: Vec<PathBuf> = judge::ISSUE19
             .iter()
             .flat_map(|p| [p.baseline, p.daemon])
             .map(|stem| ws.join("tests/lab/scenarios").join(format!("{stem}.toml")))
             .collect();
-        let loaded = files.iter().map(|f| load(f)).collect::<Result<Vec<_>>>()?;
-        deps::ensure_host_tools()?;
-        let kf = kernel::fetch(&lab, k)?;
-        let bins = guest::build(&ws, &lab, true)?;
-        let started = Instant::now();
-        for (n, (name, text, scenario)) in loaded.iter().enumerate() {
-            eprintln!(
-                "lab: batch {}/{} on {k}: {name} ({:.0} min so far)",
-                n + 1,
-                loaded.len(),
-                started.elapsed().as_secs_f64() / 60.0
-            );
-            if let Err(e) = execute(&lab, name, text, scenario, k, &kf, &bins, &dir_of(name)) {
+        run_batch(&files, out, &[k], |name, k, _, report| {
+            if let Err(e) = report {
                 // Judged below as missing; the other runs still go.
                 eprintln!("lab: {name} on {k} failed: {e:#}");
             }
-        }
+        })?;
     }
     let mut rows = Vec::new();
     let mut verdicts = Vec::new();
