@@ -638,12 +638,16 @@ fn reclaim_line(p: &Pool) -> String {
 
 /// The weight with its mark: `*` runtime override, `+` a container label.
 fn weight_cell(c: &CgroupStatus) -> String {
-    if c.overridden {
+    let cell = if c.overridden {
         format!("{}*", c.weight)
     } else if matches!(c.source, Some(WeightSource::Label { .. })) {
         format!("{}+", c.weight)
     } else {
         c.weight.to_string()
+    };
+    match c.next_weight {
+        Some(next) => format!("{cell}->{next}"),
+        None => cell,
     }
 }
 
@@ -665,6 +669,11 @@ fn status_page(s: &Status, rows: &str, empty: &str) -> String {
         .any(|c| !c.overridden && matches!(c.source, Some(WeightSource::Label { .. })))
     {
         out.push_str("+ weight from the container's memweight.weight label\n");
+    }
+    if s.cgroups.iter().any(|c| c.next_weight.is_some()) {
+        out.push_str(
+            "-> weight changed since this tick (set/unset); the next tick plans with it\n",
+        );
     }
     out
 }
@@ -773,6 +782,12 @@ fn explain_text(e: &Explanation) -> String {
         (None, false) => format!("{} (config)", c.weight),
     };
     kv("weight", weight);
+    if let Some(next) = c.next_weight {
+        kv(
+            "next weight",
+            format!("{next}, set since this tick; the next tick plans with it"),
+        );
+    }
     kv("usage (U)", human::bytes(c.usage).to_string());
     kv("expected (EA)", human::bytes(c.expected).to_string());
     kv("exceed (EX)", signed(c.exceed));

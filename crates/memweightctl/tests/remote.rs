@@ -102,6 +102,7 @@ fn status_reply() -> Reply {
             original_high: None,
             original_low: None,
             operator: None,
+            next_weight: None,
         }],
     })
 }

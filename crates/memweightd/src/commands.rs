@@ -13,8 +13,8 @@
 use std::path::Path;
 
 use memweight_proto::ctl::{
-    self, Command, ErrorKind, ErrorReply, Explanation, Outcome, Reloaded, Reply, Setting, Status,
-    Values, Version, WeightSource,
+    self, CgroupStatus, Command, ErrorKind, ErrorReply, Explanation, Outcome, Reloaded, Reply,
+    Setting, Status, Values, Version, WeightSource,
 };
 use tracing::{info, warn};
 
@@ -220,7 +220,7 @@ fn query(ctl: &mut Controller, command: Command, config_path: &Path, root: &str)
         Command::Status => last(ctl).map(|r| {
             Reply::Status(Status {
                 pool: r.pool.clone(),
-                cgroups: r.cgroups.clone(),
+                cgroups: r.cgroups.iter().map(|c| with_next_weight(ctl, c)).collect(),
             })
         }),
         Command::Explain { cgroup } => target(ctl, &cgroup, root).and_then(|path| {
@@ -232,7 +232,7 @@ fn query(ctl: &mut Controller, command: Command, config_path: &Path, root: &str)
                 .find(|c| c.cgroup == path)
                 .ok_or_else(|| unknown(&path, root))?;
             Ok(Reply::Explain(Box::new(Explanation {
-                status: row.clone(),
+                status: with_next_weight(ctl, row),
                 setting: setting(ctl, &path),
                 pool: r.pool.clone(),
             })))
@@ -368,6 +368,16 @@ fn unknown(path: &str, root: &str) -> ErrorReply {
 
 fn last(ctl: &Controller) -> Result<&TickReport, ErrorReply> {
     ctl.last_report().ok_or_else(ErrorReply::not_ready)
+}
+
+/// The last tick's row of a cgroup, with the weight the next tick plans with where a `set` or
+/// `unset` since changed it (so `status` right after `set` does not show the old weight alone).
+fn with_next_weight(ctl: &Controller, row: &CgroupStatus) -> CgroupStatus {
+    let next = setting(ctl, &row.cgroup).effective.weight;
+    CgroupStatus {
+        next_weight: (next != row.weight).then_some(next),
+        ..row.clone()
+    }
 }
 
 fn setting(ctl: &Controller, path: &str) -> Setting {

@@ -414,6 +414,41 @@ async fn reload_keeps_overrides_and_does_not_restore_managed_cgroups() {
     assert!(ctl.configured("lab/c2").is_some());
 }
 
+/// `status` right after `set` showed the old weight alone until the next tick; its row now
+/// carries the weight the next tick plans with, and drops it once a tick planned with it.
+#[tokio::test]
+async fn regression_status_right_after_set_showed_the_old_weight_alone() {
+    let tree = Tree::new();
+    let mut ctl = tree.controller();
+    let config = tree.dir.path().join("memweight.toml");
+    ctl.tick().await.expect("tick");
+    let row = |ctl: &mut Controller, command: Command| {
+        let s = match commands::handle(ctl, command, &config) {
+            ctl::Outcome::Ok(Reply::Status(s)) => s.cgroups,
+            ctl::Outcome::Ok(Reply::Explain(e)) => vec![e.status],
+            other => panic!("status: {other:?}"),
+        };
+        let c1 = s.into_iter().find(|c| c.cgroup == "lab/c1").expect("c1");
+        (c1.weight, c1.next_weight)
+    };
+    let explain = || Command::Explain {
+        cgroup: "lab/c1".into(),
+    };
+    assert_eq!(row(&mut ctl, Command::Status), (1, None));
+    let out = commands::handle(&mut ctl, set("lab/c1", 7), &config);
+    assert!(matches!(out, ctl::Outcome::Ok(_)), "{out:?}");
+    assert_eq!(row(&mut ctl, Command::Status), (1, Some(7)));
+    assert_eq!(row(&mut ctl, explain()), (1, Some(7)));
+    ctl.tick().await.expect("tick");
+    assert_eq!(row(&mut ctl, Command::Status), (7, None));
+    let unset = Command::Unset {
+        cgroup: "lab/c1".into(),
+    };
+    let out = commands::handle(&mut ctl, unset, &config);
+    assert!(matches!(out, ctl::Outcome::Ok(_)), "{out:?}");
+    assert_eq!(row(&mut ctl, Command::Status), (7, Some(1)));
+}
+
 #[tokio::test]
 async fn status_before_the_first_tick_says_not_ready() {
     let tree = Tree::new();

@@ -33,6 +33,7 @@ pub(crate) fn status_row(cgroup: &str, overridden: bool) -> CgroupStatus {
         original_high: None,
         original_low: None,
         operator: None,
+        next_weight: None,
     }
 }
 
@@ -84,6 +85,49 @@ fn status_is_aligned_and_marks_overrides() {
     assert!(lines[5].contains(" max "), "{text}");
     assert!(lines[5].ends_with(" ok      lab/c1"), "{text}");
     assert!(text.contains("* weight set at runtime"), "{text}");
+}
+
+/// `status` right after `set` showed the old weight alone until the next tick: the row is the
+/// last tick's, and the weight the next tick plans with now stands beside it.
+#[test]
+fn regression_status_right_after_set_showed_the_old_weight_alone() {
+    let mut changed = status_row("lab/c1", true);
+    changed.next_weight = Some(5);
+    let text = table(&Reply::Status(status_of(vec![
+        changed.clone(),
+        status_row("lab/c2", false),
+    ])));
+    let lines: Vec<&str> = text.lines().collect();
+    let weight = |line: &str| line.split_whitespace().nth(1).map(str::to_owned);
+    assert_eq!(weight(lines[5]).as_deref(), Some("3*->5"), "{text}");
+    assert_eq!(weight(lines[6]).as_deref(), Some("3"), "{text}");
+    assert!(
+        text.contains("-> weight changed since this tick (set/unset)"),
+        "{text}"
+    );
+    let v = Values {
+        weight: 5,
+        min: None,
+        max: None,
+    };
+    let explained = table(&Reply::Explain(Box::new(Explanation {
+        status: changed,
+        setting: Setting {
+            cgroup: "lab/c1".into(),
+            managed: true,
+            configured: v,
+            runtime_override: Some(v),
+            effective: v,
+            container: None,
+            labels: None,
+            source: None,
+            label_clamps: Vec::new(),
+        },
+        pool: pool(),
+    })));
+    assert!(explained.contains("next weight"), "{explained}");
+    let unchanged = table(&Reply::Status(status_of(vec![status_row("lab/c2", false)])));
+    assert!(!unchanged.contains("->"), "{unchanged}");
 }
 
 /// A podman host: 64-digit ids in every path, long names, the widest numbers. Every line

@@ -163,6 +163,7 @@ pub(super) fn build(
             original_high: Some(holding.originals().high.to_string()),
             original_low: Some(holding.originals().low.to_string()),
             operator: holding.operator().map(str::to_owned),
+            next_weight: None,
         });
     }
     TickReport {

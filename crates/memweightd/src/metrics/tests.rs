@@ -53,6 +53,7 @@ fn report(paths: &[&str]) -> TickReport {
                 original_high: None,
                 original_low: None,
                 operator: None,
+                next_weight: None,
             })
             .collect(),
         label_clamps: Vec::new(),

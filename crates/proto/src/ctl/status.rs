@@ -204,6 +204,11 @@ pub struct CgroupStatus {
     /// as the cgroup's original.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operator: Option<String>,
+    /// The weight the next tick plans with, where a `set` or `unset` since this row's tick
+    /// changed it (`None`: unchanged, or a daemon that predates it). The rest of the row is
+    /// the last tick's, planned with `weight`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_weight: Option<u32>,
 }
 
 /// `status`: the pool and every managed cgroup.

@@ -206,6 +206,7 @@ fn sample_status() -> CgroupStatus {
         original_high: None,
         original_low: None,
         operator: None,
+        next_weight: None,
     }
 }
 
