@@ -53,6 +53,26 @@ pub(crate) fn pool() -> Pool {
     }
 }
 
+/// A managed cgroup's setting with `weight` configured and in force, no bounds, no override.
+fn plain_setting(cgroup: &str, weight: u32) -> Setting {
+    let v = Values {
+        weight,
+        min: None,
+        max: None,
+    };
+    Setting {
+        cgroup: cgroup.into(),
+        managed: true,
+        configured: v,
+        runtime_override: None,
+        effective: v,
+        container: None,
+        labels: None,
+        source: None,
+        label_clamps: Vec::new(),
+    }
+}
+
 fn status_of(cgroups: Vec<CgroupStatus>) -> Status {
     Status {
         pool: pool(),
@@ -105,24 +125,11 @@ fn regression_status_right_after_set_showed_the_old_weight_alone() {
         text.contains("-> weight changed since this tick (set/unset)"),
         "{text}"
     );
-    let v = Values {
-        weight: 5,
-        min: None,
-        max: None,
-    };
+    let mut setting = plain_setting("lab/c1", 5);
+    setting.runtime_override = Some(setting.effective);
     let explained = table(&Reply::Explain(Box::new(Explanation {
         status: changed,
-        setting: Setting {
-            cgroup: "lab/c1".into(),
-            managed: true,
-            configured: v,
-            runtime_override: Some(v),
-            effective: v,
-            container: None,
-            labels: None,
-            source: None,
-            label_clamps: Vec::new(),
-        },
+        setting,
         pool: pool(),
     })));
     assert!(explained.contains("next weight"), "{explained}");
@@ -556,24 +563,9 @@ fn setting_shows_source_and_config() {
 #[test]
 fn explain_has_numbers_and_why() {
     let c = status_row("lab/c1", false);
-    let v = Values {
-        weight: 3,
-        min: None,
-        max: None,
-    };
     let text = table(&Reply::Explain(Box::new(Explanation {
         status: c,
-        setting: Setting {
-            cgroup: "lab/c1".into(),
-            managed: true,
-            configured: v,
-            runtime_override: None,
-            effective: v,
-            container: None,
-            labels: None,
-            source: None,
-            label_clamps: Vec::new(),
-        },
+        setting: plain_setting("lab/c1", 3),
         pool: pool(),
     })));
     assert!(text.contains("exceed (EX)     -10 MiB"), "{text}");
