@@ -220,7 +220,11 @@ fn query(ctl: &mut Controller, command: Command, config_path: &Path, root: &str)
         Command::Status => last(ctl).map(|r| {
             Reply::Status(Status {
                 pool: r.pool.clone(),
-                cgroups: r.cgroups.iter().map(|c| with_next_weight(ctl, c)).collect(),
+                cgroups: r
+                    .cgroups
+                    .iter()
+                    .map(|c| with_next_weight(c, &setting(ctl, &c.cgroup)))
+                    .collect(),
             })
         }),
         Command::Explain { cgroup } => target(ctl, &cgroup, root).and_then(|path| {
@@ -231,9 +235,10 @@ fn query(ctl: &mut Controller, command: Command, config_path: &Path, root: &str)
                 .iter()
                 .find(|c| c.cgroup == path)
                 .ok_or_else(|| unknown(&path, root))?;
+            let setting = setting(ctl, &path);
             Ok(Reply::Explain(Box::new(Explanation {
-                status: with_next_weight(ctl, row),
-                setting: setting(ctl, &path),
+                status: with_next_weight(row, &setting),
+                setting,
                 pool: r.pool.clone(),
             })))
         }),
@@ -370,10 +375,11 @@ fn last(ctl: &Controller) -> Result<&TickReport, ErrorReply> {
     ctl.last_report().ok_or_else(ErrorReply::not_ready)
 }
 
-/// The last tick's row of a cgroup, with the weight the next tick plans with where a `set` or
-/// `unset` since changed it (so `status` right after `set` does not show the old weight alone).
-fn with_next_weight(ctl: &Controller, row: &CgroupStatus) -> CgroupStatus {
-    let next = setting(ctl, &row.cgroup).effective.weight;
+/// The last tick's row of a cgroup, with the weight the next tick plans with (its `setting`
+/// now) where a `set` or `unset` since changed it: `status` right after `set` does not show
+/// the old weight alone.
+fn with_next_weight(row: &CgroupStatus, setting: &Setting) -> CgroupStatus {
+    let next = setting.effective.weight;
     CgroupStatus {
         next_weight: (next != row.weight).then_some(next),
         ..row.clone()
